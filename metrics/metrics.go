@@ -34,15 +34,19 @@ var (
 	// Protocols are the values of the protocol label.
 	Protocols = []string{"standard", "two-stage"}
 	// Outcomes are the values of the outcome label of requests.
-	Outcomes = []string{"ok", "client_error", "upstream_error", "gateway_error", "client_closed"}
+	Outcomes = []Outcome{OutcomeOK, OutcomeClientError, OutcomeUpstreamError, OutcomeGatewayError, OutcomeClientClosed}
 	// Verdicts are the values of the verdict label of tool calls.
 	Verdicts = []string{"forward", "duplicate", "malformed", "undeclared", "schema_invalid", "not_allowed", "no_progress", "dropped"}
 	// Budgets are the values of the budget label.
 	Budgets = []string{"MAX_PHASE_CYCLES", "MAX_DUPLICATE_ATTEMPTS"}
 	// UpstreamErrorKinds are the values of the kind label of upstream errors.
-	UpstreamErrorKinds = []string{"status_4xx", "status_5xx", "timeout", "unreachable", "truncated"}
+	UpstreamErrorKinds = []string{UpstreamStatus4xx, UpstreamStatus5xx, UpstreamTimeout, UpstreamUnreachable, UpstreamTruncated, UpstreamInvalid}
 	// TokenKinds are the values of the kind label of tokens.
 	TokenKinds = []string{"prompt", "completion"}
+	// TokenSources are the values of the source label of tokens: reported
+	// by the upstream, or estimated by the gateway for a call it closed
+	// before the upstream reported usage.
+	TokenSources = []string{"reported", "estimated"}
 	// RepairKinds are the values of the kind label of thinking-mode repairs.
 	RepairKinds = []string{"reasoning_restored", "reasoning_emptied", "tool_choice_downgraded"}
 	// TransientOutcomes are the values of the outcome label of transient
@@ -52,6 +56,30 @@ var (
 	LeakOutcomes = []string{"recovered", "malformed"}
 	// TruncationKinds are the values of the kind label of truncations.
 	TruncationKinds = []string{"messages", "tokens", "shortened_results"}
+)
+
+// Outcome is the outcome label of a request.
+type Outcome string
+
+// Outcomes of a request.
+const (
+	OutcomeOK            Outcome = "ok"
+	OutcomeClientError   Outcome = "client_error"
+	OutcomeUpstreamError Outcome = "upstream_error"
+	OutcomeGatewayError  Outcome = "gateway_error"
+	OutcomeClientClosed  Outcome = "client_closed"
+)
+
+// Kinds of upstream errors, the kind label of phasegate_upstream_errors_total.
+const (
+	UpstreamStatus4xx   = "status_4xx"
+	UpstreamStatus5xx   = "status_5xx"
+	UpstreamTimeout     = "timeout"
+	UpstreamUnreachable = "unreachable"
+	UpstreamTruncated   = "truncated"
+	// UpstreamInvalid: the upstream answered 200 with something that is
+	// not a chat completion.
+	UpstreamInvalid = "invalid_response"
 )
 
 // New registers the collectors on reg and returns them. providers are the
@@ -83,7 +111,7 @@ func New(reg prometheus.Registerer, providers []string) *Metrics {
 			Help:    "Tool executions the turn held when a guarded request ended with a final answer.",
 			Buckets: []float64{0, 1, 2, 3, 4, 5, 8, 13}}),
 		tokens: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "phasegate_upstream_tokens_total",
-			Help: "Tokens the upstreams reported, by provider and kind (a call the guard closed early reports none)."}, []string{"provider", "kind"}),
+			Help: "Tokens of upstream calls, by provider, kind and source: reported by the upstream, or estimated by the gateway for a call it closed before the upstream reported usage."}, []string{"provider", "kind", "source"}),
 		truncations: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "phasegate_truncated_total",
 			Help: "What history truncation removed to fit the context window: messages, tokens, tool results shortened."}, []string{"kind"}),
 		repairs: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "phasegate_thinking_repairs_total",
@@ -101,7 +129,7 @@ func New(reg prometheus.Registerer, providers []string) *Metrics {
 		m.requestDuration.WithLabelValues(p)
 		m.inFlight.WithLabelValues(p)
 		for _, o := range Outcomes {
-			m.requests.WithLabelValues(p, o)
+			m.requests.WithLabelValues(p, string(o))
 		}
 	}
 	for _, prov := range providers {
@@ -110,7 +138,9 @@ func New(reg prometheus.Registerer, providers []string) *Metrics {
 			m.upstreamErrors.WithLabelValues(prov, k)
 		}
 		for _, k := range TokenKinds {
-			m.tokens.WithLabelValues(prov, k)
+			for _, src := range TokenSources {
+				m.tokens.WithLabelValues(prov, k, src)
+			}
 		}
 	}
 	for _, v := range Verdicts {
@@ -134,34 +164,17 @@ func New(reg prometheus.Registerer, providers []string) *Metrics {
 	return m
 }
 
-// RequestStarted counts a request in flight; call the returned func when
-// it ends, with its HTTP status (499: the client left; 0: the handler never
-// settled on one, as when it panicked, counted as a gateway error).
-func (m *Metrics) RequestStarted(protocol string) func(status int) {
+// RequestStarted counts a request in flight; call the returned func once
+// when it ends, with its outcome.
+func (m *Metrics) RequestStarted(protocol string) func(Outcome) {
 	start := time.Now()
 	g := m.inFlight.WithLabelValues(protocol)
 	g.Inc()
-	return func(status int) {
+	return func(o Outcome) {
 		g.Dec()
-		m.requests.WithLabelValues(protocol, outcome(status)).Inc()
+		m.requests.WithLabelValues(protocol, string(o)).Inc()
 		m.requestDuration.WithLabelValues(protocol).Observe(time.Since(start).Seconds())
 	}
-}
-
-func outcome(status int) string {
-	switch {
-	case status < 100:
-		return "gateway_error"
-	case status == 499:
-		return "client_closed"
-	case status < 400:
-		return "ok"
-	case status < 500:
-		return "client_error"
-	case status == 502 || status == 504:
-		return "upstream_error"
-	}
-	return "gateway_error"
 }
 
 // UpstreamAnswered records the time an upstream call took to answer.
@@ -175,19 +188,15 @@ func (m *Metrics) UpstreamFailed(provider, kind string) {
 	m.upstreamErrors.WithLabelValues(provider, kind).Inc()
 }
 
-// UpstreamStatus counts an upstream answer with an error status.
-func (m *Metrics) UpstreamStatus(provider string, status int) {
-	kind := "status_5xx"
-	if status < 500 {
-		kind = "status_4xx"
+// Tokens adds the token counts of one upstream call; estimated tells
+// that the gateway estimated them for a call it closed early.
+func (m *Metrics) Tokens(provider string, prompt, completion int, estimated bool) {
+	src := "reported"
+	if estimated {
+		src = "estimated"
 	}
-	m.UpstreamFailed(provider, kind)
-}
-
-// Tokens adds reported token counts.
-func (m *Metrics) Tokens(provider string, prompt, completion int) {
-	m.tokens.WithLabelValues(provider, "prompt").Add(float64(prompt))
-	m.tokens.WithLabelValues(provider, "completion").Add(float64(completion))
+	m.tokens.WithLabelValues(provider, "prompt", src).Add(float64(prompt))
+	m.tokens.WithLabelValues(provider, "completion", src).Add(float64(completion))
 }
 
 // Truncated records what truncation removed from one request.
@@ -206,39 +215,53 @@ func (m *Metrics) Repaired(restored, emptied int, toolChoice bool) {
 	}
 }
 
-// Trace counts the trace events that are metrics: verdicts, budget
-// exhaustions, fallbacks, and the cycles of turns that reached an answer.
-func (m *Metrics) Trace(_ context.Context, ev Trace) {
-	switch ev.Kind {
-	case TraceToolCall:
-		if slices.Contains(Verdicts, ev.Verdict) {
-			m.toolCalls.WithLabelValues(ev.Verdict).Inc()
-		}
-	case TraceToolCallRefused:
-		if ev.Verdict == "dropped" {
-			m.toolCalls.WithLabelValues("dropped").Inc()
-		}
-	case TraceBudgetExhausted:
-		// Only known budgets become label values: labels stay bounded.
-		if slices.Contains(Budgets, ev.Reason) {
-			m.budgets.WithLabelValues(ev.Reason).Inc()
-		}
-	case TraceFallback:
+// The guard's decisions. Every method is safe on a nil *Metrics, which
+// counts nothing, so a strategy built without metrics needs no checks.
+
+// ToolCallJudged counts a tool call the guard judged, by verdict (one of
+// Verdicts; other values are not counted, so the label stays bounded).
+func (m *Metrics) ToolCallJudged(verdict string) {
+	if m != nil && slices.Contains(Verdicts, verdict) {
+		m.toolCalls.WithLabelValues(verdict).Inc()
+	}
+}
+
+// BudgetExhausted counts a final answer a budget forced (one of Budgets).
+func (m *Metrics) BudgetExhausted(budget string) {
+	if m != nil && slices.Contains(Budgets, budget) {
+		m.budgets.WithLabelValues(budget).Inc()
+	}
+}
+
+// Fallback counts a request the guard failed before the first byte,
+// served by the standard protocol instead.
+func (m *Metrics) Fallback() {
+	if m != nil {
 		m.fallbacks.Inc()
-	case TraceLeakedToolCall:
-		if slices.Contains(LeakOutcomes, ev.Verdict) {
-			m.leaked.WithLabelValues(ev.Verdict).Inc()
-		}
-	case TraceTransientFinish:
-		if slices.Contains(TransientOutcomes, ev.Verdict) {
-			m.transient.WithLabelValues(ev.Verdict).Inc()
-		}
-	case TracePhaseEnd:
-		// The complete phase ends with the response; a turn ends when its
-		// response is not a tool call.
-		if ev.Phase == "complete" && ev.Reason != "finish: tool_calls" {
-			m.cycles.Observe(float64(ev.CycleIndex))
-		}
+	}
+}
+
+// LeakedToolCall counts a tool call written into content (one of
+// LeakOutcomes).
+func (m *Metrics) LeakedToolCall(outcome string) {
+	if m != nil && slices.Contains(LeakOutcomes, outcome) {
+		m.leaked.WithLabelValues(outcome).Inc()
+	}
+}
+
+// TransientFinish counts an answer that ended transiently (one of
+// TransientOutcomes).
+func (m *Metrics) TransientFinish(outcome string) {
+	if m != nil && slices.Contains(TransientOutcomes, outcome) {
+		m.transient.WithLabelValues(outcome).Inc()
+	}
+}
+
+// TurnEnded records the tool executions of a turn whose guarded response
+// was an answer, not a tool call.
+func (m *Metrics) TurnEnded(cycles int) {
+	if m != nil {
+		m.cycles.Observe(float64(cycles))
 	}
 }
 

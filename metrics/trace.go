@@ -30,6 +30,10 @@ const (
 	// TraceLeakedToolCall: a tool call the model wrote into its content;
 	// Verdict is "recovered" or "malformed".
 	TraceLeakedToolCall TraceKind = "leaked_tool_call"
+	// TraceRefit: the upstream answered a context-length error before any
+	// byte reached the client; the gateway learned from its figures,
+	// fitted the request again and sent it once more.
+	TraceRefit TraceKind = "refit"
 )
 
 // Trace is one event of the guard. It never holds argument bodies, prompt

@@ -1,35 +1,24 @@
 package protocol
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"iter"
 
 	"github.com/phasegate/phasegate/metrics"
-	"github.com/phasegate/phasegate/protocol/chat"
 )
 
-// FinishInsufficientResource is the finish reason DeepSeek gives when it
-// dropped a request for lack of capacity: transient, worth a retry while
-// the client has seen nothing.
-const FinishInsufficientResource = "insufficient_system_resource"
-
-// MaxTransientRetries bounds the retries of an answer that ended
-// transiently before any byte reached the client.
-const MaxTransientRetries = 2
-
 // Standard passes a request through unchanged: one upstream call, every
-// event forwarded byte for byte, in order. The one exception is a
-// transient end before anything was said — an insufficient_system_resource
-// finish or a stream cut short while only the opening chunk had come —
-// which is retried up to MaxTransientRetries times; the opening chunk is
-// held back until something follows it so that a retry stays invisible.
+// event forwarded byte for byte, in order. What it shares with the guard —
+// the held opening chunk, transient retries before the first byte,
+// truncation, usage — is the session's; what is its own is only that it
+// forwards every chunk as it came, and whole answers too.
 type Standard struct {
 	// Tracer receives transient-finish events; nil discards them.
 	Tracer Tracer
+	// Metrics counts transient finishes; nil counts nothing.
+	Metrics *metrics.Metrics
 }
 
 // Name returns "standard".
@@ -38,143 +27,132 @@ func (Standard) Name() string { return "standard" }
 // Run sends the request upstream and yields its answer.
 func (s Standard) Run(ctx context.Context, x *Exchange) iter.Seq2[Event, error] {
 	return func(yield func(Event, error) bool) {
-		started := false
-		for attempt := 0; ; attempt++ {
-			resp, err := x.Upstream.Send(ctx, x.Request)
-			if err != nil {
-				yield(Event{}, err)
-				return
-			}
-			if resp.Events == nil {
-				// A whole answer is in hand before a byte is written: a
-				// transient one is retried as a stream's would be.
-				if attempt < MaxTransientRetries && transientBody(resp.Body) {
-					s.trace(ctx, x, "retried", FinishInsufficientResource)
-					continue
-				}
-				yield(Event{Kind: KindResponse, Status: resp.Status, Header: resp.Header, Data: resp.Body}, nil)
-				return
-			}
-			if !started {
-				started = true
-				if !yield(Event{Kind: KindStart, Header: resp.Header}, nil) {
-					resp.Close()
-					return
-				}
-			}
-			retry, more := s.pass(ctx, x, resp, attempt < MaxTransientRetries, yield)
-			resp.Close()
-			if !more {
-				return
-			}
-			if !retry {
-				return
-			}
+		ss := newSession(x, yield, s.Tracer, s.Metrics)
+		if err := s.serve(ctx, ss); err != nil {
+			ss.fail(err)
 		}
 	}
 }
 
-// pass forwards one upstream answer. It reports retry when the answer
-// ended transiently before a byte was forwarded and canRetry allows
-// another attempt, and more=false when the sequence is over.
-func (s Standard) pass(ctx context.Context, x *Exchange, resp *Response, canRetry bool, yield func(Event, error) bool) (retry, more bool) {
-	var held [][]byte // opening chunks, until something follows them
-	sent := false
-	release := func() bool {
-		for _, h := range held {
-			if !yield(Event{Kind: KindChunk, Data: h}, nil) {
-				return false
-			}
-		}
-		held, sent = nil, true
-		return true
-	}
-	finished := false
-	n := 0
-	for data, err := range resp.Events {
+// serve makes the upstream call, again while it ends transiently unseen.
+func (s Standard) serve(ctx context.Context, ss *session) error {
+	x := ss.x
+	p := x.Prompt
+	for {
+		resp, err := ss.send(ctx, x.Request, &p)
 		if err != nil {
-			if !sent && canRetry && errors.Is(err, ErrTruncated) {
-				// The connection was cut before anything was forwarded: as
-				// transient as a clean end without [DONE].
-				s.trace(ctx, x, "retried", "stream cut")
-				return true, true
-			}
-			yield(Event{}, fmt.Errorf("read upstream event %d: %w", n, err))
-			return false, false
+			return err
 		}
-		n++
-		if string(data) == chat.Done {
-			if !release() {
-				return false, false
-			}
-			yield(Event{Kind: KindDone}, nil)
-			return false, false
+		var retry bool
+		if resp.Events == nil {
+			retry, err = s.whole(ctx, ss, resp, p)
+		} else {
+			retry, err = s.pass(ctx, ss, resp, p)
+			resp.Close()
 		}
-		if !sent {
-			c, err := chat.DecodeChunk(data)
-			if err == nil && opening(&c) {
-				held = append(held, data)
-				continue
-			}
-			if err == nil && c.FinishReason() == FinishInsufficientResource {
-				if canRetry {
-					s.trace(ctx, x, "retried", FinishInsufficientResource)
-					return true, true
-				}
-				s.trace(ctx, x, "passed_on", FinishInsufficientResource)
-			}
-			if !release() {
-				return false, false
-			}
-		}
-		if !finished && hasFinish(data) {
-			finished = true
-		}
-		if !yield(Event{Kind: KindChunk, Data: data}, nil) {
-			return false, false
+		if !retry {
+			return err
 		}
 	}
-	if finished {
-		return false, false
-	}
-	if !sent && canRetry {
-		s.trace(ctx, x, "retried", "no finish")
-		return true, true
-	}
-	// Held opening chunks stay held: with nothing written, the client gets
-	// a real status for the truncated answer.
-	yield(Event{}, ErrTruncated)
-	return false, false
 }
 
-// opening reports whether a chunk says nothing yet: the role, an empty
-// content, no finish and no usage.
-func opening(c *chat.Chunk) bool {
-	if c.HasUsage() || len(c.Choices) != 1 || c.FinishReason() != "" {
-		return false
+// whole passes on a non-streaming answer, once it is known to be a chat
+// completion; one that ended transiently is retried as a stream's would be.
+func (s Standard) whole(ctx context.Context, ss *session, resp *Response, p Prompt) (retry bool, err error) {
+	reason, usage, err := readCompletion(resp.Body)
+	if err != nil {
+		ss.failed(err)
+		return false, err
 	}
-	d := c.Choices[0].Delta
-	return len(d.ToolCalls) == 0 && (d.Content == nil || *d.Content == "") && (d.ReasoningContent == nil || *d.ReasoningContent == "")
+	if reason == FinishInsufficientResource && ss.transientFinish(ctx) {
+		return true, nil
+	}
+	if usage != nil {
+		ss.addUsage(usage, p)
+	}
+	return false, ss.put(Event{Kind: KindResponse, Status: resp.Status, Header: resp.Header, Data: resp.Body})
 }
 
-func (s Standard) trace(ctx context.Context, x *Exchange, outcome, reason string) {
-	if s.Tracer == nil {
-		return
+// pass forwards one streamed answer. It reports retry when the answer
+// ended transiently before a byte reached the client and the session
+// allows another attempt.
+func (s Standard) pass(ctx context.Context, ss *session, resp *Response, p Prompt) (retry bool, err error) {
+	if err := ss.start(resp.Header); err != nil {
+		return false, err
 	}
-	s.Tracer.Trace(ctx, metrics.Trace{Kind: metrics.TraceTransientFinish, RequestID: x.RequestID, ProjectID: x.ProjectID,
-		Verdict: outcome, Reason: reason})
+	rd := answerReader{}
+	for st, err := range rd.steps(resp.Events) {
+		if err != nil {
+			// A connection cut before anything reached the client is as
+			// transient as a clean end without [DONE].
+			if errors.Is(err, ErrTruncated) && ss.retryUnseen(ctx, "stream cut") {
+				return true, nil
+			}
+			ss.failed(err)
+			return false, err
+		}
+		switch st.Kind {
+		case StepOpening:
+			ss.hold(st.Data, nil)
+		case StepUsage:
+			ss.addUsage(st.Usage, p)
+		case StepFinish:
+			if st.Reason == FinishInsufficientResource && ss.transientFinish(ctx) {
+				return true, nil
+			}
+		case StepChunk:
+			if err := ss.emit(Event{Kind: KindChunk, Data: st.Data}); err != nil {
+				return false, err
+			}
+		case StepEnd:
+			return s.end(ctx, ss, st)
+		}
+	}
+	return false, nil
 }
 
-// transientBody reports whether a chat.completion ended with
-// insufficient_system_resource.
-func transientBody(body []byte) bool {
-	if !bytes.Contains(body, []byte(FinishInsufficientResource)) {
-		return false
+// end closes a streamed answer. One cut short is retried unseen when it
+// may be; else the held opening chunk stays held, so that with nothing
+// written the client gets a real status for the truncated answer.
+func (s Standard) end(ctx context.Context, ss *session, st Step) (retry bool, err error) {
+	switch {
+	case st.Truncated && ss.retryUnseen(ctx, "no finish"):
+		return true, nil
+	case st.Truncated:
+		ss.failed(ErrTruncated)
+		return false, ErrTruncated
+	case st.Done:
+		return false, ss.emit(Event{Kind: KindDone})
 	}
+	return false, nil
+}
+
+// readCompletion checks that body is a chat completion and returns its
+// first finish reason and its usage (nil when it has none).
+func readCompletion(body []byte) (reason string, usage json.RawMessage, err error) {
 	var c struct {
 		Choices []struct {
-			FinishReason string `json:"finish_reason"`
+			FinishReason *string `json:"finish_reason"`
 		} `json:"choices"`
+		Usage json.RawMessage `json:"usage"`
+		Error json.RawMessage `json:"error"`
 	}
-	return json.Unmarshal(body, &c) == nil && len(c.Choices) > 0 && c.Choices[0].FinishReason == FinishInsufficientResource
+	if err := json.Unmarshal(body, &c); err != nil {
+		return "", nil, invalidResponse(err, "the upstream answer is not a JSON chat completion")
+	}
+	if len(c.Error) > 0 && string(c.Error) != "null" {
+		if err := errorObject(body, "with status 200"); err != nil {
+			return "", nil, err
+		}
+	}
+	if c.Choices == nil {
+		return "", nil, invalidResponse(nil, "the upstream answer has no choices")
+	}
+	if len(c.Choices) > 0 && c.Choices[0].FinishReason != nil {
+		reason = *c.Choices[0].FinishReason
+	}
+	if len(c.Usage) > 0 && string(c.Usage) != "null" {
+		usage = c.Usage
+	}
+	return reason, usage, nil
 }

@@ -11,7 +11,8 @@ import (
 // textChunk reads a chunk in one pass without decoding it, for the guard's
 // hot path. It reports ok when the chunk surely carries no tool call, no
 // usage and no finish reason (each absent or null), and its content, if
-// any, is a string or null; content is that string. Keys are recognised
+// any, is a string or null; content is that string. A chunk without a
+// "choices" key is not ok. Keys are recognised
 // only as keys: every string is skipped whole, so text inside a value can
 // never pass for one. Anything unusual (a key "content" whose value is not
 // a string, as in logprobs) reports false, which only sends the chunk down
@@ -30,10 +31,13 @@ func textChunk(data []byte) (content string, ok bool) {
 func textChunkSpan(data []byte) (content string, start, end, reasoning int, ok bool) {
 	start, end = -1, -1
 	i := 0
+	choices := false
 	for {
 		q := bytes.IndexByte(data[i:], '"')
 		if q < 0 {
-			return content, start, end, reasoning, true
+			// A chunk has choices; an object without them (an error
+			// object, say) is not read here.
+			return content, start, end, reasoning, choices
 		}
 		ks := i + q + 1 // a string: a key, or a value to skip
 		ke, _ := stringEnd(data, ks)
@@ -49,6 +53,8 @@ func textChunkSpan(data []byte) (content string, start, end, reasoning int, ok b
 		// Keys match as encoding/json matches them, ignoring case, so no
 		// spelling the decoder would take for a tool call slips past.
 		switch key := data[ks:ke]; {
+		case bytes.EqualFold(key, keyChoices):
+			choices = true
 		case bytes.EqualFold(key, keyToolCalls), bytes.EqualFold(key, keyUsage), bytes.EqualFold(key, keyFinishReason):
 			if !bytes.HasPrefix(data[j:], null) {
 				return "", -1, -1, 0, false
@@ -103,6 +109,7 @@ var (
 	keyUsage        = []byte("usage")
 	keyFinishReason = []byte("finish_reason")
 	keyContent      = []byte("content")
+	keyChoices      = []byte("choices")
 	keyReasoning    = []byte("reasoning_content")
 )
 

@@ -55,6 +55,8 @@ type TwoStageConfig struct {
 	// results change (run_tests, git_status, polling tools); the cycle
 	// budget still counts them.
 	RepeatableTools []string
+	// Metrics counts the guard's decisions; nil counts nothing.
+	Metrics *metrics.Metrics
 }
 
 // TwoStage is the tool-loop guard of DESIGN §3: one tool call per
@@ -81,10 +83,6 @@ func NewTwoStage(cfg TwoStageConfig, tracer Tracer) *TwoStage {
 	return &TwoStage{cfg: cfg, tracer: tracer}
 }
 
-type discardTracer struct{}
-
-func (discardTracer) Trace(context.Context, metrics.Trace) {}
-
 // Name returns "two-stage".
 func (*TwoStage) Name() string { return "two-stage" }
 
@@ -95,24 +93,20 @@ func (g *TwoStage) Run(ctx context.Context, x *Exchange) iter.Seq2[Event, error]
 		r := g.newRun(x, yield)
 		defer func() {
 			if v := recover(); v != nil {
-				r.fail(&GuardError{Err: fmt.Errorf("panic: %v", v)})
+				r.s.fail(&GuardError{Err: fmt.Errorf("panic: %v", v)})
 			}
 		}()
 		if err := r.serve(ctx); err != nil {
-			r.fail(err)
+			r.s.fail(err)
 		}
 	}
 }
 
-// errStopped means the consumer stopped ranging: the client is gone.
-var errStopped = errors.New("consumer stopped")
-
 // guardRun is the state of one request. It is not safe for concurrent use.
 type guardRun struct {
-	g       *TwoStage
-	x       *Exchange
-	yield   func(Event, error) bool
-	stopped bool
+	g *TwoStage
+	x *Exchange
+	s *session
 
 	maxCycles, maxRefusals int
 	ledger                 *tools.Ledger
@@ -125,33 +119,22 @@ type guardRun struct {
 	// for its next upstream call: the assistant text of a refused answer,
 	// then the notice.
 	extra []chat.Message
-	// held are notice texts for the client written before KindStart (the
-	// cycle-budget notice precedes the only upstream call): KindStart
-	// comes first, and an upstream error must still get a real status.
+	// held are notice texts for the client from before the response
+	// started (the cycle-budget notice precedes the only upstream call):
+	// an upstream error must still get a real status.
 	held []string
 
-	header   chat.ChunkHeader
-	started  bool // KindStart yielded
-	wrote    bool // a chunk yielded: bytes reached the client
-	roleSent bool
-	// opening is the upstream's opening chunk (the role, nothing said),
-	// held until something follows it, so that a transient end before it
-	// can be retried unseen.
-	opening, openingExt []byte
-	// transientLeft is how many transient ends may still be retried.
-	transientLeft int
-	forwarded     bool // a tool call went to the client
-	phase         Phase
-	phaseIndex    int
-	ext           []byte
-
-	usage          json.RawMessage
-	usageEstimated bool
+	header     chat.ChunkHeader
+	roleSent   bool
+	forwarded  bool // a tool call went to the client
+	phase      Phase
+	phaseIndex int
+	ext        []byte
 }
 
 func (g *TwoStage) newRun(x *Exchange, yield func(Event, error) bool) *guardRun {
-	r := &guardRun{g: g, x: x, yield: yield, maxCycles: g.cfg.MaxPhaseCycles, maxRefusals: g.cfg.MaxDuplicateAttempts,
-		transientLeft: MaxTransientRetries}
+	r := &guardRun{g: g, x: x, s: newSession(x, yield, g.tracer, g.cfg.Metrics),
+		maxCycles: g.cfg.MaxPhaseCycles, maxRefusals: g.cfg.MaxDuplicateAttempts}
 	if n := x.Limits.MaxPhaseCycles; n > 0 && n < r.maxCycles {
 		r.maxCycles = n
 	}
@@ -172,52 +155,16 @@ func (g *TwoStage) newRun(x *Exchange, yield func(Event, error) bool) *guardRun 
 	return r
 }
 
-func (r *guardRun) emit(ev Event) error {
-	if r.stopped {
-		return errStopped
-	}
-	if ev.Kind == KindChunk || ev.Kind == KindDone {
-		r.wrote = true
-		if r.opening != nil {
-			opening := Event{Kind: KindChunk, Data: r.opening, Ext: r.openingExt}
-			r.opening, r.openingExt = nil, nil
-			if !r.yield(opening, nil) {
-				r.stopped = true
-				return errStopped
-			}
-		}
-	}
-	if !r.yield(ev, nil) {
-		r.stopped = true
-		return errStopped
-	}
-	return nil
-}
-
-func (r *guardRun) fail(err error) {
-	if r.stopped || errors.Is(err, errStopped) {
-		return
-	}
-	var ge *GuardError
-	if errors.As(err, &ge) && r.wrote {
-		// Too late to fall back: the client has part of an answer.
-		err = ge.Err
-	}
-	r.stopped = true
-	r.yield(Event{}, err)
-}
-
 func (r *guardRun) budget() tools.Budget {
 	return tools.Budget{Executions: r.ledger.CycleIndex(), MaxExecutions: r.maxCycles, Refused: r.refused, MaxRefused: r.maxRefusals}
 }
 
 func (r *guardRun) trace(ctx context.Context, ev metrics.Trace) {
-	ev.RequestID, ev.ProjectID = r.x.RequestID, r.x.ProjectID
 	if ev.Phase == "" {
 		ev.Phase, ev.PhaseIndex = string(r.phase), r.phaseIndex
 	}
 	ev.CycleIndex = r.ledger.CycleIndex()
-	r.g.tracer.Trace(ctx, ev)
+	r.s.trace(ctx, ev)
 }
 
 // setPhase moves to phase p, numbering phases from 1, and rebuilds the
@@ -249,40 +196,69 @@ func (r *guardRun) setPhase(ctx context.Context, p Phase, reason string) {
 // model answers, or a budget forces the final answer.
 func (r *guardRun) serve(ctx context.Context) error {
 	r.setPhase(ctx, PhaseAction, "")
+	r.traceResults(ctx)
 	b := r.budget()
 	if b.Executions >= b.MaxExecutions {
-		r.trace(ctx, metrics.Trace{Kind: metrics.TraceBudgetExhausted, Reason: "MAX_PHASE_CYCLES"})
-		return r.final(ctx, tools.CycleBudgetNotice(b))
+		return r.exhausted(ctx, "MAX_PHASE_CYCLES", tools.CycleBudgetNotice(b))
 	}
 	for {
-		refusal, err := r.call(ctx, false)
-		if err != nil || refusal == nil {
+		ref, err := r.call(ctx, false)
+		if err != nil || ref == nil {
 			return err
 		}
 		r.refused++
 		b := r.budget()
 		kind := metrics.TraceToolCallRefused
-		if refusal.judgement.Verdict == tools.VerdictDuplicate {
+		if ref.judgement.Verdict == tools.VerdictDuplicate {
 			kind = metrics.TraceDuplicateToolCall
 		}
-		r.trace(ctx, metrics.Trace{Kind: kind, Tool: refusal.call.Function.Name, ToolCallID: refusal.call.ID,
-			Verdict: string(refusal.judgement.Verdict), Reason: refusal.judgement.Reason})
-		if refusal.assistant != nil {
-			r.extra = append(r.extra, *refusal.assistant)
+		r.trace(ctx, metrics.Trace{Kind: kind, Tool: ref.call.Function.Name, ToolCallID: ref.call.ID,
+			Verdict: string(ref.judgement.Verdict), Reason: ref.judgement.Reason})
+		if ref.assistant != nil {
+			r.extra = append(r.extra, *ref.assistant)
 		}
-		if err := r.notice(tools.Notice(refusal.judgement, b)); err != nil {
+		if err := r.notice(tools.Notice(ref.judgement, b)); err != nil {
 			return err
 		}
 		if r.refused >= r.maxRefusals {
-			r.trace(ctx, metrics.Trace{Kind: metrics.TraceBudgetExhausted, Reason: "MAX_DUPLICATE_ATTEMPTS"})
-			return r.final(ctx, tools.DuplicateExceededNotice(b))
+			return r.exhausted(ctx, "MAX_DUPLICATE_ATTEMPTS", tools.DuplicateExceededNotice(b))
 		}
 	}
 }
 
-// final injects the final instruction and makes the one last call, with no
-// tools.
-func (r *guardRun) final(ctx context.Context, text string) error {
+// traceResults emits a tool_result event for each tool result the request
+// brings: those answering the calls of the last assistant message.
+func (r *guardRun) traceResults(ctx context.Context) {
+	history := r.x.History
+	if history == nil {
+		history = r.x.Request.Messages
+	}
+	last := -1
+	for i := len(history) - 1; i >= 0 && history[i].Role != chat.RoleUser; i-- {
+		if history[i].Role == chat.RoleAssistant {
+			last = i
+			break
+		}
+	}
+	if last < 0 {
+		return
+	}
+	names := make(map[string]string, len(history[last].ToolCalls))
+	for _, tc := range history[last].ToolCalls {
+		names[tc.ID] = tc.Function.Name
+	}
+	for _, m := range history[last+1:] {
+		if name, ok := names[m.ToolCallID]; ok && m.Role == chat.RoleTool {
+			r.trace(ctx, metrics.Trace{Kind: metrics.TraceToolResult, Tool: name, ToolCallID: m.ToolCallID})
+		}
+	}
+}
+
+// exhausted applies a spent budget: the final instruction, then exactly
+// one final call with no tools.
+func (r *guardRun) exhausted(ctx context.Context, budget, text string) error {
+	r.trace(ctx, metrics.Trace{Kind: metrics.TraceBudgetExhausted, Reason: budget})
+	r.g.cfg.Metrics.BudgetExhausted(budget)
 	if err := r.notice(text); err != nil {
 		return err
 	}
@@ -296,41 +272,23 @@ func (r *guardRun) notice(text string) error {
 	if r.g.cfg.HideNotices {
 		return nil
 	}
-	if !r.started {
+	if !r.s.started {
 		r.held = append(r.held, text)
 		return nil
 	}
-	return r.writeContent("\n\n**System Notice**: " + text + "\n\n")
+	return r.writeContent(noticeText(text))
 }
 
-// upstreamAnswer is what one upstream answer has said so far. The text
-// chunks are kept as they came and decoded only when a refusal needs the
-// assistant message: the hot path decodes nothing.
-type upstreamAnswer struct {
-	req   *chat.Request
-	close func() // closes the upstream response; safe to call twice
-	said  [][]byte
-	// saidBytes is the length of the content and reasoning said, for the
-	// usage estimate of an answer closed early.
-	saidBytes int
-	usageSeen bool // the answer reported its own usage
-}
+func noticeText(text string) string { return "\n\n**System Notice**: " + text + "\n\n" }
 
-// refusal is a call the guard did not forward.
-type refusal struct {
-	call      chat.ToolCall
-	judgement tools.Judgement
-	// assistant holds what the model said before the call, with its
-	// reasoning_content, for the next upstream call; nil when it said
-	// nothing.
-	assistant *chat.Message
-}
-
-// upstreamRequest builds the request of one internal call.
-func (r *guardRun) upstreamRequest(final bool) (*chat.Request, error) {
+// upstreamRequest builds the request of one internal call and counts it:
+// the client's request as the proxy fitted it, made to stream with usage,
+// plus what the guard appended, fitted again when anything was appended or
+// tools were taken away.
+func (r *guardRun) upstreamRequest(final bool) (*chat.Request, Prompt, error) {
 	req := r.x.Request.Clone()
 	if err := req.Set("stream", true); err != nil {
-		return nil, err
+		return nil, Prompt{}, &GuardError{Err: fmt.Errorf("build upstream request: %w", err)}
 	}
 	so := map[string]json.RawMessage{}
 	if raw, ok := req.Field("stream_options"); ok {
@@ -338,7 +296,7 @@ func (r *guardRun) upstreamRequest(final bool) (*chat.Request, error) {
 	}
 	so["include_usage"] = json.RawMessage("true")
 	if err := req.Set("stream_options", so); err != nil {
-		return nil, err
+		return nil, Prompt{}, &GuardError{Err: fmt.Errorf("build upstream request: %w", err)}
 	}
 	if len(r.extra) > 0 {
 		msgs := make([]chat.Message, 0, len(req.Messages)+len(r.extra))
@@ -359,296 +317,237 @@ func (r *guardRun) upstreamRequest(final bool) (*chat.Request, error) {
 			req.Delete("parallel_tool_calls")
 		}
 	}
-	return req, nil
+	if r.x.Tokens == nil || len(r.extra) == 0 && !final && !r.x.Limits.Plan {
+		return req, r.x.Prompt, nil
+	}
+	// What the guard appended must fit too: the history makes room,
+	// oldest first; the notices are system messages and stay.
+	p, err := r.x.Tokens.Fit(req)
+	return req, p, err
 }
 
-// call makes one upstream call and streams its text to the client. It
-// returns a refusal when the model's first tool call was not forwarded,
-// nil when the response is complete (a call forwarded, or an answer).
+// upstreamAnswer is one upstream answer being read.
+type upstreamAnswer struct {
+	req    *chat.Request
+	prompt Prompt // the gateway's count of req
+	resp   *Response
+	rd     answerReader
+	closed bool
+	// usageSeen: the answer reported its own usage, so a call decided
+	// now needs no estimate. DeepSeek reports usage on the finish chunk.
+	usageSeen bool
+	dropped   bool // a tool call of the forced final answer was dropped
+}
+
+// close closes the upstream response; it may be called again.
+func (a *upstreamAnswer) close() {
+	if !a.closed {
+		a.closed = true
+		a.resp.Close()
+	}
+}
+
+// refusal is a call the guard did not forward.
+type refusal struct {
+	call      chat.ToolCall
+	judgement tools.Judgement
+	// assistant holds what the model said before the call, with its
+	// reasoning_content, for the next upstream call; nil when it said
+	// nothing.
+	assistant *chat.Message
+}
+
+// call makes one upstream call and streams its text to the client; an
+// answer that ended transiently unseen is asked again, as the next
+// iteration. It returns a refusal when the model's first tool call was not
+// forwarded, nil when the response is complete (a call forwarded, or an
+// answer).
 func (r *guardRun) call(ctx context.Context, final bool) (*refusal, error) {
-	req, err := r.upstreamRequest(final)
-	if err != nil {
-		return nil, &GuardError{Err: fmt.Errorf("build upstream request: %w", err)}
-	}
-	if r.x.Fit != nil && len(r.extra) > 0 {
-		// What the guard appended must fit too: the history makes room,
-		// oldest first, the notices themselves are system messages and stay.
-		if err := r.x.Fit(req); err != nil {
-			return nil, err
-		}
-	}
-	resp, err := r.x.Upstream.Send(ctx, req)
+	req, p, err := r.upstreamRequest(final)
 	if err != nil {
 		return nil, err
 	}
-	if resp.Events == nil {
-		return nil, &GuardError{Err: errors.New("upstream answered a stream request without a stream")}
-	}
-	closed := false
-	closeUpstream := func() {
-		if !closed {
-			closed = true
-			resp.Close()
-		}
-	}
-	defer closeUpstream()
-	ans := &upstreamAnswer{req: req, close: closeUpstream}
-	if !r.started {
-		r.started = true
-		if err := r.emit(Event{Kind: KindStart, Header: r.headers(resp.Header)}); err != nil {
+	for {
+		a, err := r.open(ctx, req, p)
+		if err != nil {
 			return nil, err
 		}
-		for _, text := range r.held {
-			if err := r.writeContent("\n\n**System Notice**: " + text + "\n\n"); err != nil {
-				return nil, err
-			}
+		ref, retry, err := r.read(ctx, a, final)
+		a.close()
+		if !retry {
+			return ref, err
 		}
-		r.held = nil
+		p = a.prompt
 	}
+}
 
-	var acc tools.Accumulator
-	// leak recovers tool calls the model wrote into its content; every
-	// content piece goes through it, in order.
-	var leak tools.LeakScanner
-	var tpl textTemplate
-	var args argsTemplate
-	finished := false
-	sawDone := false
-	// decideLeaked judges the first call recovered from the content, or
-	// drops them in the forced final answer. It reports done when the
-	// response is decided.
-	decideLeaked := func(calls []tools.LeakedCall) (bool, *refusal, error) {
-		if len(calls) == 0 {
-			return false, nil, nil
-		}
-		if final {
-			r.trace(ctx, metrics.Trace{Kind: metrics.TraceToolCallRefused, Verdict: "dropped", Reason: "leaked tool call in the forced final answer"})
-			return false, nil, nil
-		}
-		lc := calls[0]
-		tc := lc.Call
-		tc.ID = newCallID()
-		var pre *tools.Judgement
-		if lc.Err != nil {
-			pre = &tools.Judgement{Verdict: tools.VerdictMalformed,
-				Reason: "A tool call was written into the content as text and could not be read: " + lc.Err.Error() + "."}
-			r.trace(ctx, metrics.Trace{Kind: metrics.TraceLeakedToolCall, Tool: tc.Function.Name, Verdict: "malformed"})
-		} else {
-			r.trace(ctx, metrics.Trace{Kind: metrics.TraceLeakedToolCall, Tool: tc.Function.Name, Verdict: "recovered"})
-		}
-		ref, err := r.decide(ctx, ans, tc, pre, lc.Raw)
-		return true, ref, err
+// open sends one upstream call and, on the first, starts the response:
+// the upstream's headers with the phase metadata, then any held notice.
+func (r *guardRun) open(ctx context.Context, req *chat.Request, p Prompt) (*upstreamAnswer, error) {
+	resp, err := r.s.send(ctx, req, &p)
+	if err != nil {
+		return nil, err
 	}
-	// conclude ends the answer at its finish: text the leak scan held
-	// back, then the first call if there is one, else the one finish
-	// chunk. done reports that the response was decided by a call.
-	conclude := func(reason string) (bool, *refusal, error) {
-		if done, ref, err := r.flushLeak(&leak, decideLeaked); done || err != nil {
-			return true, ref, err
-		}
-		acc.Finish()
-		if !final && acc.Len() > 0 {
-			tc, _ := acc.First()
-			ref, err := r.decide(ctx, ans, tc, nil, "")
-			return true, ref, err
-		}
-		if reason == chat.FinishToolCalls {
-			reason = chat.FinishStop // the final call's tool calls were dropped
-		}
-		return false, nil, r.finish(ctx, reason)
+	a := &upstreamAnswer{req: req, prompt: p, resp: resp, rd: answerReader{guard: true}}
+	if resp.Events == nil {
+		a.closed = true
+		err := invalidResponse(nil, "the upstream answered a stream request without a stream")
+		r.s.failed(err)
+		return nil, err
 	}
-	n := 0
-	for data, err := range resp.Events {
+	if r.s.started {
+		return a, nil
+	}
+	if err := r.s.start(r.headers(resp.Header)); err != nil {
+		a.close()
+		return nil, err
+	}
+	for _, text := range r.held {
+		if err := r.writeContent(noticeText(text)); err != nil {
+			a.close()
+			return nil, err
+		}
+	}
+	r.held = nil
+	return a, nil
+}
+
+// read is the guard's loop over the steps of one answer. It reports retry
+// when the answer ended transiently unseen.
+func (r *guardRun) read(ctx context.Context, a *upstreamAnswer, final bool) (ref *refusal, retry bool, err error) {
+	for st, err := range a.rd.steps(a.resp.Events) {
 		if err != nil {
-			// A connection cut before anything reached the client is as
-			// transient as a clean end without [DONE]: the proxy's
-			// transport reports it as a read error wrapping ErrTruncated,
-			// not as the end of the events.
-			if errors.Is(err, ErrTruncated) && r.retryUnseen(ctx, "stream cut") {
-				closeUpstream()
-				return r.call(ctx, final)
+			// The proxy's transport reports a connection cut as a read
+			// error wrapping ErrTruncated: as transient as a clean end
+			// without [DONE].
+			if errors.Is(err, ErrTruncated) && r.s.retryUnseen(ctx, "stream cut") {
+				return nil, true, nil
 			}
-			return nil, fmt.Errorf("read upstream event %d: %w", n, err)
-		}
-		n++
-		if string(data) == chat.Done {
-			sawDone = true
-			break
-		}
-		if n > 1 && !finished && acc.Len() > 0 {
-			if td, ok := args.read(data); ok {
-				// An argument fragment of the call being streamed.
-				acc.Add(td)
-				if !final {
-					if tc, complete := acc.First(); complete {
-						return r.decide(ctx, ans, tc, nil, "")
-					}
-				}
-				continue
-			}
-		}
-		if n > 1 && !finished && r.roleSent {
-			if content, reasoning, ok := tpl.read(data); ok {
-				// The hot path: a text chunk past the opening one. Unless
-				// the leak scanner holds something back, it is forwarded
-				// byte for byte with the phase metadata added.
-				ans.said = append(ans.said, data)
-				ans.saidBytes += len(content) + reasoning
-				text, calls := leak.Feed(content)
-				if text == content {
-					err = r.emit(Event{Kind: KindChunk, Data: data, Ext: r.ext})
-				} else if text != "" {
-					err = r.writeContent(text)
-				}
-				if err != nil {
-					return nil, err
-				}
-				if done, ref, err := decideLeaked(calls); done || err != nil {
-					return ref, err
-				}
-				continue
-			}
-		}
-		c, err := chat.DecodeChunk(data)
-		if err != nil {
-			return nil, &GuardError{Err: fmt.Errorf("upstream event %d: %w", n, err)}
+			r.s.failed(err)
+			return nil, false, err
 		}
 		if r.header.ID == "" {
-			r.header = chat.ChunkHeader{ID: c.ID, Created: c.Created, Model: c.Model, SystemFingerprint: c.SystemFingerprint}
+			r.header = a.rd.header // the upstream's, once its first chunk is read
 		}
-		if c.HasUsage() {
-			ans.usageSeen = true
-			if r.usage, err = chat.AddUsage(r.usage, c.Usage); err != nil {
-				return nil, &GuardError{Err: err}
-			}
-		}
-		if len(c.Choices) == 0 {
-			continue // a usage chunk; the guard writes its own
-		}
-		ch := c.Choices[0]
-		d := ch.Delta
-		text := d.Content != nil && *d.Content != ""
-		thought := d.ReasoningContent != nil && *d.ReasoningContent != ""
-		if text || thought {
-			ans.said = append(ans.said, data)
-			if text {
-				ans.saidBytes += len(*d.Content)
-			}
-			if thought {
-				ans.saidBytes += len(*d.ReasoningContent)
-			}
-		}
-		reason := c.FinishReason()
-		var leaked []tools.LeakedCall
-		if !finished && text {
-			var out string
-			out, leaked = leak.Feed(*d.Content)
-			if out != *d.Content {
-				d.Content = &out
-				text = out != ""
-			}
-		}
-		switch {
-		case finished:
-			// Nothing after the finish but usage matters.
-		case len(d.ToolCalls) == 0 && reason == "" && !c.HasUsage() && len(c.Choices) == 1 && d.Content == ch.Delta.Content:
-			// A plain text chunk, forwarded byte for byte.
-			if !text && !thought && (r.roleSent || d.Role == "") {
-				break // an empty or repeated opening chunk, or text held back
-			}
-			if !text && !thought {
+		done := false
+		switch st.Kind {
+		case StepOpening:
+			if !r.roleSent {
 				r.roleSent = true
-				r.opening, r.openingExt = data, r.ext
-				break
+				r.s.hold(st.Data, r.ext)
 			}
-			r.roleSent = r.roleSent || d.Role != ""
-			if err := r.emit(Event{Kind: KindChunk, Data: data, Ext: r.ext}); err != nil {
-				return nil, err
-			}
-		case text || thought:
-			if !text {
-				d.Content = nil
-			}
-			if err := r.writeDelta(chat.OutDelta{Content: d.Content, ReasoningContent: d.ReasoningContent}); err != nil {
-				return nil, err
-			}
+		case StepText:
+			err = r.text(st)
+		case StepUsage:
+			a.usageSeen = true
+			r.s.addUsage(st.Usage, a.prompt)
+		case StepCall:
+			ref, done, err = r.onCall(ctx, a, *st.Call, final)
+		case StepLeaked:
+			ref, done, err = r.onLeak(ctx, a, st.Leak, final)
+		case StepFinish:
+			ref, retry, done, err = r.onFinish(ctx, a, st, final)
+		case StepEnd:
+			return r.onEnd(ctx, a, st)
 		}
-		if finished {
-			continue
-		}
-		if done, ref, err := decideLeaked(leaked); done || err != nil {
-			return ref, err
-		}
-		if len(d.ToolCalls) > 0 {
-			for _, td := range d.ToolCalls {
-				acc.Add(td)
-			}
-			args.learn(data, &c)
-			if !final {
-				if tc, complete := acc.First(); complete {
-					return r.decide(ctx, ans, tc, nil, "")
-				}
-			}
-		}
-		if reason == FinishInsufficientResource && acc.Len() == 0 && !leak.Leaked() {
-			if r.retryUnseen(ctx, reason) {
-				closeUpstream()
-				return r.call(ctx, final)
-			}
-			r.trace(ctx, metrics.Trace{Kind: metrics.TraceTransientFinish, Verdict: "passed_on", Reason: reason})
-		}
-		if reason != "" {
-			finished = true
-			if done, ref, err := conclude(reason); done || err != nil {
-				return ref, err
-			}
+		if err != nil || done || retry {
+			return ref, retry, err
 		}
 	}
-	if !finished {
-		if !sawDone {
-			// Neither [DONE] nor a finish reason: the answer was cut off,
-			// and so were the arguments of any call still open (DESIGN §2).
-			if r.retryUnseen(ctx, "no finish") {
-				closeUpstream()
-				return r.call(ctx, final)
-			}
-			return nil, ErrTruncated
-		}
-		// [DONE] without a finish reason ends the stream cleanly: every
-		// call seen is complete, and the client still gets one finish.
-		if done, ref, err := conclude(chat.FinishStop); done || err != nil {
-			return ref, err
-		}
-	}
-	if acc.Len() > 0 {
-		r.trace(ctx, metrics.Trace{Kind: metrics.TraceToolCallRefused, Verdict: "dropped", Reason: "tool call in the forced final answer"})
-	}
-	return nil, r.closeStream()
+	return nil, false, nil
 }
 
-// retryUnseen reports whether an answer that ended transiently may be
-// asked again unseen: nothing reached the client and retries are left. It
-// counts the retry.
-func (r *guardRun) retryUnseen(ctx context.Context, reason string) bool {
-	if r.wrote || r.transientLeft == 0 {
-		return false
+// text writes a text step: byte for byte with the phase metadata added
+// when the reader allows, else rebuilt from what the leak scan let through.
+func (r *guardRun) text(st Step) error {
+	if st.Raw {
+		r.roleSent = true
+		return r.s.emit(Event{Kind: KindChunk, Data: st.Data, Ext: r.ext})
 	}
-	r.transientLeft--
-	r.trace(ctx, metrics.Trace{Kind: metrics.TraceTransientFinish, Verdict: "retried", Reason: reason})
-	return true
+	return r.writeDelta(chat.OutDelta{Content: st.Content, ReasoningContent: st.Reasoning})
 }
 
-// flushLeak ends the content's leak scan: text it held back that was no
-// marker after all goes to the client, and a call it recovered (or could
-// not read) is decided.
-func (r *guardRun) flushLeak(leak *tools.LeakScanner, decideLeaked func([]tools.LeakedCall) (bool, *refusal, error)) (bool, *refusal, error) {
-	text, calls := leak.Flush()
-	if text != "" {
-		if err := r.writeContent(text); err != nil {
-			return true, nil, err
+// onCall judges the first complete native call; the forced final answer
+// drops it.
+func (r *guardRun) onCall(ctx context.Context, a *upstreamAnswer, tc chat.ToolCall, final bool) (*refusal, bool, error) {
+	if final {
+		if !a.dropped {
+			a.dropped = true
+			r.trace(ctx, metrics.Trace{Kind: metrics.TraceToolCallRefused, Verdict: "dropped", Reason: "tool call in the forced final answer"})
+			r.g.cfg.Metrics.ToolCallJudged("dropped")
+		}
+		return nil, false, nil
+	}
+	ref, err := r.decide(ctx, a, tc, nil, "")
+	return ref, true, err
+}
+
+// onLeak judges the first call recovered from the content, or drops it in
+// the forced final answer.
+func (r *guardRun) onLeak(ctx context.Context, a *upstreamAnswer, lc *tools.LeakedCall, final bool) (*refusal, bool, error) {
+	if final {
+		r.trace(ctx, metrics.Trace{Kind: metrics.TraceToolCallRefused, Verdict: "dropped", Reason: "leaked tool call in the forced final answer"})
+		r.g.cfg.Metrics.ToolCallJudged("dropped")
+		return nil, false, nil
+	}
+	tc := lc.Call
+	tc.ID = newCallID()
+	var pre *tools.Judgement
+	outcome := "recovered"
+	if lc.Err != nil {
+		outcome = "malformed"
+		pre = &tools.Judgement{Verdict: tools.VerdictMalformed,
+			Reason: "A tool call was written into the content as text and could not be read: " + lc.Err.Error() + "."}
+	}
+	r.trace(ctx, metrics.Trace{Kind: metrics.TraceLeakedToolCall, Tool: tc.Function.Name, Verdict: outcome})
+	r.g.cfg.Metrics.LeakedToolCall(outcome)
+	ref, err := r.decide(ctx, a, tc, pre, lc.Raw)
+	return ref, true, err
+}
+
+// onFinish settles the answer at its finish: a transient finish with
+// nothing said is asked again unseen; else the text the leak scan held
+// back goes out, a call the finish completed is judged, and otherwise the
+// one finish chunk is written.
+func (r *guardRun) onFinish(ctx context.Context, a *upstreamAnswer, st Step, final bool) (ref *refusal, retry, done bool, err error) {
+	if st.Reason == FinishInsufficientResource && st.Bare && r.s.transientFinish(ctx) {
+		return nil, true, false, nil
+	}
+	if st.Content != nil {
+		if err := r.writeContent(*st.Content); err != nil {
+			return nil, false, false, err
 		}
 	}
-	return decideLeaked(calls)
+	if st.Leak != nil {
+		if ref, done, err = r.onLeak(ctx, a, st.Leak, final); done || err != nil {
+			return ref, false, done, err
+		}
+	}
+	if st.Call != nil {
+		if ref, done, err = r.onCall(ctx, a, *st.Call, final); done || err != nil {
+			return ref, false, done, err
+		}
+	}
+	reason := st.Reason
+	if reason == chat.FinishToolCalls {
+		reason = chat.FinishStop // the final call's tool calls were dropped
+	}
+	return nil, false, false, r.finish(ctx, reason)
+}
+
+// onEnd closes an answer read to its end: one cut short is asked again
+// unseen when it may be, else it fails as truncated.
+func (r *guardRun) onEnd(ctx context.Context, a *upstreamAnswer, st Step) (*refusal, bool, error) {
+	if st.Truncated {
+		// Neither [DONE] nor a finish reason: the answer was cut off, and
+		// so were the arguments of any call still open (DESIGN §2).
+		if r.s.retryUnseen(ctx, "no finish") {
+			return nil, true, nil
+		}
+		r.s.failed(ErrTruncated)
+		return nil, false, ErrTruncated
+	}
+	return nil, false, r.closeStream()
 }
 
 // decide judges the first complete call: forward it and end the response,
@@ -668,34 +567,44 @@ func (r *guardRun) decide(ctx context.Context, a *upstreamAnswer, tc chat.ToolCa
 		j = r.policy.Judge(tc)
 	}
 	r.trace(ctx, metrics.Trace{Kind: metrics.TraceToolCall, Tool: tc.Function.Name, ToolCallID: tc.ID, Verdict: string(j.Verdict)})
-	// estimate stands in for the usage the closed upstream will never
-	// report. DeepSeek reports usage on the finish chunk itself: a call
-	// decided there already counted its real usage and adds no estimate.
+	r.g.cfg.Metrics.ToolCallJudged(string(j.Verdict))
+	content, reasoning, err := a.rd.saidText()
+	if err != nil {
+		return nil, &GuardError{Err: fmt.Errorf("decode what the answer said: %w", err)}
+	}
 	if !a.usageSeen {
-		r.estimateUsage(a.req, a.saidBytes+len(tc.Function.Name)+len(tc.Function.Arguments))
+		r.s.estimateUsage(a.req, a.prompt, reasoning+content+tc.Function.Name+tc.Function.Arguments)
 	}
 	if j.Verdict != tools.VerdictForward {
-		content, reasoning, err := saidText(a.said)
-		if err != nil {
-			return nil, &GuardError{Err: err}
-		}
-		if leaked != "" {
-			content = strings.TrimSpace(strings.Replace(content, leaked, "", 1))
-		}
-		ref := &refusal{call: tc, judgement: j}
-		if content != "" || reasoning != "" {
-			fields := map[string]any{"role": chat.RoleAssistant, "content": content}
-			if reasoning != "" {
-				fields["reasoning_content"] = reasoning
-			}
-			m, err := chat.NewMessageFields(fields)
-			if err != nil {
-				return nil, &GuardError{Err: err}
-			}
-			ref.assistant = &m
-		}
+		return refuse(tc, j, content, reasoning, leaked)
+	}
+	return nil, r.forward(ctx, tc)
+}
+
+// refuse builds the refusal of tc: what the model said before it goes
+// back to the model with the notice.
+func refuse(tc chat.ToolCall, j tools.Judgement, content, reasoning, leaked string) (*refusal, error) {
+	if leaked != "" {
+		content = strings.TrimSpace(strings.Replace(content, leaked, "", 1))
+	}
+	ref := &refusal{call: tc, judgement: j}
+	if content == "" && reasoning == "" {
 		return ref, nil
 	}
+	fields := map[string]any{"role": chat.RoleAssistant, "content": content}
+	if reasoning != "" {
+		fields["reasoning_content"] = reasoning
+	}
+	m, err := chat.NewMessageFields(fields)
+	if err != nil {
+		return nil, &GuardError{Err: err}
+	}
+	ref.assistant = &m
+	return ref, nil
+}
+
+// forward writes tc as the response's only tool call, and ends it.
+func (r *guardRun) forward(ctx context.Context, tc chat.ToolCall) error {
 	if tc.ID == "" {
 		tc.ID = newCallID()
 	}
@@ -707,50 +616,22 @@ func (r *guardRun) decide(ctx context.Context, a *upstreamAnswer, tc chat.ToolCa
 	td := chat.ToolCallDelta{Index: 0, ID: tc.ID, Type: tc.Type}
 	td.Function.Name, td.Function.Arguments = tc.Function.Name, tc.Function.Arguments
 	if err := r.writeDelta(chat.OutDelta{ToolCalls: []chat.ToolCallDelta{td}}); err != nil {
-		return nil, err
+		return err
 	}
 	if err := r.finish(ctx, chat.FinishToolCalls); err != nil {
-		return nil, err
+		return err
 	}
-	return nil, r.closeStream()
+	return r.closeStream()
 }
 
-// saidText decodes the content and reasoning_content of forwarded chunks.
-func saidText(said [][]byte) (content, reasoning string, err error) {
-	var cb, rb strings.Builder
-	for _, data := range said {
-		c, err := chat.DecodeChunk(data)
-		if err != nil {
-			return "", "", err
-		}
-		if len(c.Choices) == 0 {
-			continue
-		}
-		if d := c.Choices[0].Delta; d.Content != nil {
-			cb.WriteString(*d.Content)
-		}
-		if d := c.Choices[0].Delta; d.ReasoningContent != nil {
-			rb.WriteString(*d.ReasoningContent)
-		}
-	}
-	return cb.String(), rb.String(), nil
-}
-
-// estimateUsage stands in for the usage of a call the guard closed before
-// the upstream reported it: about four bytes a token of the prompt sent and
-// of the text generated, marked as estimated.
-func (r *guardRun) estimateUsage(req *chat.Request, generated int) {
-	prompt := req.EncodedLen() / 4
-	completion := (generated + 3) / 4
-	u, _ := json.Marshal(map[string]int{"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion})
-	r.usage, _ = chat.AddUsage(r.usage, u)
-	r.usageEstimated = true
-}
-
-// finish writes the one finish chunk of the response.
+// finish writes the one finish chunk of the response; a response that is
+// not a tool call ends the turn.
 func (r *guardRun) finish(ctx context.Context, reason string) error {
 	r.setPhase(ctx, PhaseComplete, "finish: "+reason)
 	r.trace(ctx, metrics.Trace{Kind: metrics.TracePhaseEnd, Reason: "finish: " + reason})
+	if reason != chat.FinishToolCalls {
+		r.g.cfg.Metrics.TurnEnded(r.ledger.CycleIndex())
+	}
 	c := r.header.NewChunk()
 	c.Choices = []chat.OutChoice{{Index: 0, FinishReason: &reason}}
 	c.Extension = json.RawMessage(r.ext)
@@ -761,12 +642,12 @@ func (r *guardRun) finish(ctx context.Context, reason string) error {
 // [DONE].
 func (r *guardRun) closeStream() error {
 	// A non-streaming client always gets usage, as OpenAI gives it.
-	if (r.x.Request.IncludeUsage || !r.x.Request.Stream) && len(r.usage) > 0 {
+	if (r.x.Request.IncludeUsage || !r.x.Request.Stream) && len(r.s.usage) > 0 {
 		c := r.header.NewChunk()
 		c.Choices = []chat.OutChoice{}
-		c.Usage = r.usage
+		c.Usage = r.s.usage
 		ext := r.ext
-		if r.usageEstimated {
+		if r.s.estimated {
 			ext = chat.WithExtension(ext, "usage_estimated", []byte("true"))
 		}
 		c.Extension = json.RawMessage(ext)
@@ -774,7 +655,7 @@ func (r *guardRun) closeStream() error {
 			return err
 		}
 	}
-	return r.emit(Event{Kind: KindDone})
+	return r.s.emit(Event{Kind: KindDone})
 }
 
 func (r *guardRun) writeContent(text string) error {
@@ -794,6 +675,7 @@ func (r *guardRun) writeDelta(d chat.OutDelta) error {
 func (r *guardRun) writeChunk(c chat.OutChunk) error {
 	if c.ID == "" {
 		c.ID = "chatcmpl-" + newCallID()[5:]
+		r.header.ID = c.ID // one id for every chunk the guard writes
 	}
 	if c.Model == "" {
 		c.Model = r.x.Request.Model
@@ -802,7 +684,7 @@ func (r *guardRun) writeChunk(c chat.OutChunk) error {
 	if err != nil {
 		return &GuardError{Err: fmt.Errorf("encode chunk: %w", err)}
 	}
-	return r.emit(Event{Kind: KindChunk, Data: b})
+	return r.s.emit(Event{Kind: KindChunk, Data: b})
 }
 
 // headers are the upstream's headers plus the phase metadata known up

@@ -1444,13 +1444,24 @@ func TestTwoStageErrors(t *testing.T) {
 			want:    "the read error", wantBytes: true,
 		},
 		{
+			// The upstream's fault, not the guard's: no fallback that would
+			// send the request again.
 			name:    "garbage before any byte",
 			replies: []reply{{data: []string{"not json"}}},
-			check: func(err error) bool {
-				var ge *protocol.GuardError
-				return errors.As(err, &ge)
-			},
-			want: "*protocol.GuardError",
+			check:   isInvalidResponse,
+			want:    "protocol.ErrInvalidResponse, not a *protocol.GuardError",
+		},
+		{
+			name:    "an error object inside the stream",
+			replies: []reply{{data: []string{`{"error":{"message":"overloaded","type":"server_error"}}`}}},
+			check:   isInvalidResponse,
+			want:    "protocol.ErrInvalidResponse, not a *protocol.GuardError",
+		},
+		{
+			name:    "an error object after the first byte",
+			replies: []reply{{data: append(streamReply(stream().Role().Content("hi")).data, `{"error":{"message":"overloaded"}}`)}},
+			check:   isInvalidResponse,
+			want:    "protocol.ErrInvalidResponse", wantBytes: true,
 		},
 		{
 			name:    "garbage after the first byte",
@@ -1464,11 +1475,8 @@ func TestTwoStageErrors(t *testing.T) {
 		{
 			name:    "a non-streaming answer to a stream request",
 			replies: []reply{{body: []byte(`{"id":"x","object":"chat.completion","choices":[]}`)}},
-			check: func(err error) bool {
-				var ge *protocol.GuardError
-				return errors.As(err, &ge)
-			},
-			want: "*protocol.GuardError",
+			check:   isInvalidResponse,
+			want:    "protocol.ErrInvalidResponse, not a *protocol.GuardError",
 		},
 	}
 	for _, tt := range tests {
@@ -1709,13 +1717,13 @@ func TestTwoStageRefitsReasks(t *testing.T) {
 	u := newUpstream(t, dup, answer)
 	x := exchange(newRequest(t, true, history(ran("c1", "read_file", `{"path":"a.go"}`)), ""), u, protocol.Limits{})
 	var fitted []int // message counts Fit saw
-	x.Fit = func(req *chat.Request) error {
+	x.Tokens = fitFunc(func(req *chat.Request) error {
 		fitted = append(fitted, len(req.Messages))
 		// Make room as the proxy would: drop the oldest non-system message.
 		msgs := append([]chat.Message{req.Messages[0]}, req.Messages[2:]...)
 		req.SetMessages(msgs)
 		return nil
-	}
+	})
 	a := read(t, run(t, protocol.NewTwoStage(protocol.TwoStageConfig{}, nil), x))
 	if a.content == "" || len(a.finishes) != 1 || a.finishes[0] != "stop" {
 		t.Fatalf("answer: content %q, finishes %q; want the text answer", a.content, a.finishes)
@@ -1739,7 +1747,7 @@ func TestTwoStageRefitError(t *testing.T) {
 	u := newUpstream(t, dup)
 	x := exchange(newRequest(t, true, history(ran("c1", "read_file", `{"path":"a.go"}`)), ""), u, protocol.Limits{})
 	tooLong := chat.InvalidRequest("messages", "too long")
-	x.Fit = func(*chat.Request) error { return tooLong }
+	x.Tokens = fitFunc(func(*chat.Request) error { return tooLong })
 	res := run(t, protocol.NewTwoStage(protocol.TwoStageConfig{}, nil), x)
 	if !errors.Is(res.err, tooLong) {
 		t.Errorf("error: got %v, want the Fit error", res.err)
@@ -1747,4 +1755,29 @@ func TestTwoStageRefitError(t *testing.T) {
 	if n := len(u.sent()); n != 1 {
 		t.Errorf("upstream calls: got %d, want 1", n)
 	}
+}
+
+// fitFunc is a protocol.Tokens whose Fit is the function itself; it
+// learns nothing and counts four bytes a token.
+type fitFunc func(req *chat.Request) error
+
+func (f fitFunc) Fit(req *chat.Request) (protocol.Prompt, error) {
+	if err := f(req); err != nil {
+		return protocol.Prompt{}, err
+	}
+	n := req.EncodedLen() / 4
+	return protocol.Prompt{Counted: n, Estimate: n}, nil
+}
+
+func (fitFunc) Learn(*chat.Request, protocol.Prompt, []byte) bool { return false }
+
+func (fitFunc) Count(_, text string) int { return (len(text) + 3) / 4 }
+
+// isInvalidResponse reports an upstream answer that is not a completion,
+// classified as the upstream's fault and never as the guard's.
+func isInvalidResponse(err error) bool {
+	var ge *protocol.GuardError
+	f := protocol.Classify(err)
+	return errors.Is(err, protocol.ErrInvalidResponse) && !errors.As(err, &ge) &&
+		f.Error.Status == http.StatusBadGateway && f.Error.Code == "upstream_invalid_response" && f.UpstreamKind == "invalid_response"
 }

@@ -1,0 +1,434 @@
+package protocol
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"iter"
+	"strings"
+
+	"github.com/phasegate/phasegate/protocol/chat"
+	"github.com/phasegate/phasegate/tools"
+)
+
+// StepKind is what one Step of an upstream answer carries.
+type StepKind uint8
+
+// Steps of an answer.
+const (
+	// StepOpening: the opening chunk, a role and nothing said; Data.
+	StepOpening StepKind = iota + 1
+	// StepChunk: a chunk of the pass-through reader, to forward as it is;
+	// Data.
+	StepChunk
+	// StepText: content or reasoning. When Raw, Data may be forwarded byte
+	// for byte; otherwise Content and Reasoning (nil: absent) are the text
+	// to write, what the leak scan let through.
+	StepText
+	// StepCall: the first tool call of the answer, complete; Call.
+	StepCall
+	// StepLeaked: the first tool call the model wrote into its content;
+	// Leak.
+	StepLeaked
+	// StepFinish: the answer finished; Reason, and with the guard's reader
+	// what the finish settled: Content the text the leak scan held back,
+	// Leak a call it recovered, Call the first call if only the finish
+	// made it complete. Bare reports that no tool call, native or leaked,
+	// was seen before it.
+	StepFinish
+	// StepUsage: the usage object of a chunk; Usage.
+	StepUsage
+	// StepEnd: the events ended cleanly; Done when [DONE] came, Truncated
+	// when neither [DONE] nor a finish did.
+	StepEnd
+)
+
+// Step is one thing an upstream answer said, in the order it said it.
+type Step struct {
+	Kind               StepKind
+	Data               []byte
+	Raw                bool
+	Content, Reasoning *string
+	Call               *chat.ToolCall
+	Leak               *tools.LeakedCall
+	Reason             string
+	Bare               bool
+	Usage              json.RawMessage
+	Done, Truncated    bool
+}
+
+// answerReader turns the events of one upstream answer into Steps. It
+// reads and never decides: what to forward, refuse or retry is the
+// strategy's. The guard's reader (guard true) decodes what a decision
+// needs — text, tool calls assembled from their deltas, calls leaked into
+// the content, the finish, usage — taking the byte-level fast paths where
+// a chunk has the shape of the one before; the pass-through reader only
+// finds the opening chunk, the finish and usage, and checks that every
+// chunk is JSON. Not safe for concurrent use.
+type answerReader struct {
+	guard bool
+	n     int // events read
+	// header is the id, created, model and fingerprint of the first chunk.
+	header chat.ChunkHeader
+	acc    tools.Accumulator
+	leak   tools.LeakScanner
+	tpl    textTemplate
+	args   argsTemplate
+	// decoded: a chunk with choices was read; only then do the text fast
+	// paths apply, so that the opening chunk is always read whole.
+	decoded  bool
+	opened   bool // StepOpening yielded
+	called   bool // StepCall yielded
+	leaked   bool // StepLeaked yielded
+	finished bool
+	// said are the chunks that carried content or reasoning, as they
+	// came: decoded only when a refusal or an estimate needs the text.
+	said [][]byte
+}
+
+// steps reads events to their end, or until the consumer stops. A read
+// error is yielded wrapped with the event number; an event that is not a
+// chat completion chunk is an *InvalidResponseError.
+func (r *answerReader) steps(events iter.Seq2[[]byte, error]) iter.Seq2[Step, error] {
+	return func(yield func(Step, error) bool) {
+		for data, err := range events {
+			if err != nil {
+				yield(Step{}, fmt.Errorf("read upstream event %d: %w", r.n+1, err))
+				return
+			}
+			r.n++
+			if string(data) == chat.Done {
+				r.end(true, yield)
+				return
+			}
+			read := r.passChunk
+			if r.guard {
+				read = r.guardChunk
+			}
+			if err := read(data, yield); err != nil {
+				if err != errClientGone {
+					yield(Step{}, err)
+				}
+				return
+			}
+		}
+		r.end(false, yield)
+	}
+}
+
+// yieldFunc is the consumer of steps.
+type yieldFunc = func(Step, error) bool
+
+// emit passes st on; errClientGone means the consumer stopped.
+func emit(yield yieldFunc, st Step) error {
+	if !yield(st, nil) {
+		return errClientGone
+	}
+	return nil
+}
+
+// end closes the answer. [DONE] without a finish reason still ends it
+// cleanly: every call seen is complete, and the guard's reader settles it
+// as a finish with "stop". Neither is a truncated answer (DESIGN §2).
+func (r *answerReader) end(done bool, yield yieldFunc) {
+	if !r.finished && done && r.guard {
+		if r.finish(chat.FinishStop, yield) != nil {
+			return
+		}
+	}
+	yield(Step{Kind: StepEnd, Done: done, Truncated: !done && !r.finished}, nil)
+}
+
+// passChunk reads a chunk for the pass-through: usage, finish, then the
+// chunk itself, so that a transient finish can be retried before the
+// chunk is forwarded.
+func (r *answerReader) passChunk(data []byte, yield yieldFunc) error {
+	if !json.Valid(data) {
+		return invalidResponse(nil, "upstream event %d is not JSON", r.n)
+	}
+	if r.n == 1 || !r.decoded {
+		c, err := chat.DecodeChunk(data)
+		if err != nil {
+			return r.notChunk(data, err)
+		}
+		if len(c.Choices) > 0 {
+			r.decoded = true
+		}
+		if opening(&c) && !r.opened {
+			r.opened = true
+			return emit(yield, Step{Kind: StepOpening, Data: data})
+		}
+	} else if err := streamError(data); err != nil {
+		return err
+	}
+	if bytes.Contains(data, usageKey) {
+		if u := usageOf(data); u != nil {
+			if err := emit(yield, Step{Kind: StepUsage, Usage: u}); err != nil {
+				return err
+			}
+		}
+	}
+	if reason := finishReason(data); reason != "" && !r.finished {
+		r.finished = true
+		if err := emit(yield, Step{Kind: StepFinish, Reason: reason, Bare: true}); err != nil {
+			return err
+		}
+	}
+	return emit(yield, Step{Kind: StepChunk, Data: data})
+}
+
+// guardChunk reads a chunk for the guard.
+func (r *answerReader) guardChunk(data []byte, yield yieldFunc) error {
+	if r.decoded && !r.finished {
+		if r.acc.Len() > 0 {
+			if td, ok := r.args.read(data); ok {
+				// An argument fragment of the call being streamed.
+				r.acc.Add(td)
+				return r.firstCall(yield)
+			}
+		}
+		if content, reasoning, ok := r.tpl.read(data); ok {
+			// The hot path: a plain text chunk, read without decoding.
+			return r.text(data, content, reasoning > 0, true, yield)
+		}
+	}
+	c, err := chat.DecodeChunk(data)
+	if err != nil {
+		return r.notChunk(data, err)
+	}
+	if r.header.ID == "" {
+		r.header = chat.ChunkHeader{ID: c.ID, Created: c.Created, Model: c.Model, SystemFingerprint: c.SystemFingerprint}
+	}
+	if c.HasUsage() {
+		if err := emit(yield, Step{Kind: StepUsage, Usage: c.Usage}); err != nil {
+			return err
+		}
+	}
+	if len(c.Choices) == 0 {
+		return streamError(data) // a usage chunk; an error object is not
+	}
+	if r.finished {
+		return nil // after the finish only usage matters
+	}
+	return r.guardDelta(data, &c, yield)
+}
+
+// guardDelta reads the first choice of a decoded chunk.
+func (r *answerReader) guardDelta(data []byte, c *chat.Chunk, yield yieldFunc) error {
+	r.decoded = true
+	d := c.Choices[0].Delta
+	text := d.Content != nil && *d.Content != ""
+	thought := d.ReasoningContent != nil && *d.ReasoningContent != ""
+	reason := c.FinishReason()
+	switch {
+	case text || thought:
+		plain := len(d.ToolCalls) == 0 && reason == "" && !c.HasUsage() && len(c.Choices) == 1
+		content := ""
+		if text {
+			content = *d.Content
+		}
+		if err := r.text(data, content, thought, plain, yield); err != nil {
+			return err
+		}
+	case opening(c) && !r.opened:
+		r.opened = true
+		if err := emit(yield, Step{Kind: StepOpening, Data: data}); err != nil {
+			return err
+		}
+	}
+	if len(d.ToolCalls) > 0 {
+		for _, td := range d.ToolCalls {
+			r.acc.Add(td)
+		}
+		r.args.learn(data, c)
+		if err := r.firstCall(yield); err != nil {
+			return err
+		}
+	}
+	if reason != "" {
+		return r.finish(reason, yield)
+	}
+	return nil
+}
+
+// text reads the content and reasoning of a chunk: the content goes
+// through the leak scan, and a chunk whose content it left alone may be
+// forwarded as it came when plain (nothing in it but text).
+func (r *answerReader) text(data []byte, content string, thought, plain bool, yield yieldFunc) error {
+	r.said = append(r.said, data)
+	out, calls := r.leak.Feed(content)
+	st := Step{Kind: StepText, Data: data, Raw: plain && out == content}
+	if !st.Raw {
+		if out != "" {
+			st.Content = &out
+		}
+		if thought {
+			c, err := chat.DecodeChunk(data)
+			if err != nil || len(c.Choices) == 0 {
+				return invalidResponse(err, "upstream event %d is not a chunk", r.n)
+			}
+			st.Reasoning = c.Choices[0].Delta.ReasoningContent
+		}
+	}
+	if st.Raw || st.Content != nil || st.Reasoning != nil {
+		if err := emit(yield, st); err != nil {
+			return err
+		}
+	}
+	return r.leakedCall(calls, yield)
+}
+
+// leakedCall yields the first call recovered from the content.
+func (r *answerReader) leakedCall(calls []tools.LeakedCall, yield yieldFunc) error {
+	if len(calls) == 0 || r.leaked {
+		return nil
+	}
+	r.leaked = true
+	return emit(yield, Step{Kind: StepLeaked, Leak: &calls[0]})
+}
+
+// firstCall yields the first tool call once it is complete.
+func (r *answerReader) firstCall(yield yieldFunc) error {
+	if r.called {
+		return nil
+	}
+	if tc, complete := r.acc.First(); complete {
+		r.called = true
+		return emit(yield, Step{Kind: StepCall, Call: &tc})
+	}
+	return nil
+}
+
+// finish settles the answer at its finish reason: the text the leak scan
+// held back, a call it was still reading, and a call the finish made
+// complete all come with the one StepFinish.
+func (r *answerReader) finish(reason string, yield yieldFunc) error {
+	bare := r.acc.Len() == 0 && !r.leak.Leaked()
+	r.finished = true
+	st := Step{Kind: StepFinish, Reason: reason, Bare: bare}
+	text, calls := r.leak.Flush()
+	if text != "" {
+		st.Content = &text
+	}
+	if len(calls) > 0 && !r.leaked {
+		r.leaked = true
+		st.Leak = &calls[0]
+	}
+	r.acc.Finish()
+	if !r.called && r.acc.Len() > 0 {
+		tc, _ := r.acc.First()
+		r.called = true
+		st.Call = &tc
+	}
+	return emit(yield, st)
+}
+
+// saidText decodes the content and reasoning the answer said so far.
+func (r *answerReader) saidText() (content, reasoning string, err error) {
+	var cb, rb strings.Builder
+	for _, data := range r.said {
+		c, err := chat.DecodeChunk(data)
+		if err != nil {
+			return "", "", err
+		}
+		if len(c.Choices) == 0 {
+			continue
+		}
+		if d := c.Choices[0].Delta; d.Content != nil {
+			cb.WriteString(*d.Content)
+		}
+		if d := c.Choices[0].Delta; d.ReasoningContent != nil {
+			rb.WriteString(*d.ReasoningContent)
+		}
+	}
+	return cb.String(), rb.String(), nil
+}
+
+// notChunk explains an event that does not decode as a chunk.
+func (r *answerReader) notChunk(data []byte, err error) error {
+	if e := streamError(data); e != nil {
+		return e
+	}
+	return invalidResponse(err, "upstream event %d is not a chat completion chunk", r.n)
+}
+
+var errorKey = []byte(`"error"`)
+
+// streamError returns an *InvalidResponseError when data is an error
+// object, as upstreams send one inside a stream that failed after its
+// headers, and nil otherwise.
+func streamError(data []byte) error { return errorObject(data, "inside the stream") }
+
+// errorObject returns an *InvalidResponseError when data is an object
+// with a non-null "error", saying where it came.
+func errorObject(data []byte, where string) error {
+	if !bytes.Contains(data, errorKey) {
+		return nil
+	}
+	var v struct {
+		Error json.RawMessage `json:"error"`
+	}
+	if json.Unmarshal(data, &v) != nil || len(v.Error) == 0 || string(v.Error) == "null" {
+		return nil
+	}
+	var e struct {
+		Message string `json:"message"`
+	}
+	if json.Unmarshal(v.Error, &e) != nil || e.Message == "" {
+		return invalidResponse(nil, "the upstream sent an error %s", where)
+	}
+	return invalidResponse(nil, "the upstream sent an error %s: %s", where, e.Message)
+}
+
+// opening reports whether a chunk says nothing yet: the role, an empty
+// content, no finish and no usage.
+func opening(c *chat.Chunk) bool {
+	if c.HasUsage() || len(c.Choices) != 1 || c.FinishReason() != "" {
+		return false
+	}
+	d := c.Choices[0].Delta
+	return len(d.ToolCalls) == 0 && (d.Content == nil || *d.Content == "") && (d.ReasoningContent == nil || *d.ReasoningContent == "")
+}
+
+var (
+	finishKey = []byte(`"finish_reason"`)
+	usageKey  = []byte(`"usage"`)
+)
+
+// finishReason returns a chunk's non-null finish reason, or "". Most
+// chunks carry "finish_reason":null, so a byte scan rejects them without
+// decoding; a possible hit is confirmed by decoding, since the key may also
+// appear inside content text.
+func finishReason(data []byte) string {
+	rest := data
+	for {
+		i := bytes.Index(rest, finishKey)
+		if i < 0 {
+			return ""
+		}
+		rest = rest[i+len(finishKey):]
+		v := bytes.TrimLeft(rest, " \t\r\n")
+		if len(v) > 0 && v[0] == ':' {
+			v = bytes.TrimLeft(v[1:], " \t\r\n")
+			if len(v) > 0 && v[0] == '"' {
+				c, err := chat.DecodeChunk(data)
+				if err != nil {
+					return ""
+				}
+				return c.FinishReason()
+			}
+		}
+	}
+}
+
+// usageOf returns the usage object of a chunk or a completion body, nil
+// when it has none.
+func usageOf(data []byte) json.RawMessage {
+	var v struct {
+		Usage json.RawMessage `json:"usage"`
+	}
+	if json.Unmarshal(data, &v) != nil || len(v.Usage) == 0 || string(v.Usage) == "null" {
+		return nil
+	}
+	return v.Usage
+}

@@ -1,0 +1,224 @@
+package protocol
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+
+	"github.com/phasegate/phasegate/metrics"
+	"github.com/phasegate/phasegate/protocol/chat"
+)
+
+// FinishInsufficientResource is the finish reason DeepSeek gives when it
+// dropped a request for lack of capacity: transient, worth a retry while
+// the client has seen nothing.
+const FinishInsufficientResource = "insufficient_system_resource"
+
+// MaxTransientRetries bounds the retries of an answer that ended
+// transiently before any byte reached the client.
+const MaxTransientRetries = 2
+
+// session is the stream hardening both strategies share, for one client
+// request: it sends upstream calls (fitting again once after a
+// context-length error), writes the events, holds the upstream's opening
+// chunk until something follows it, decides whether a transient end may
+// be retried unseen, and sums the usage of every upstream call. It is
+// owned by one request and not safe for concurrent use.
+//
+// Its ordering rules, each enforced here and nowhere else: KindStart comes
+// first and once; the held opening chunk goes out before the first chunk
+// or [DONE] that follows it, and never alone; after a consumer stops,
+// nothing more is yielded.
+type session struct {
+	x       *Exchange
+	yield   func(Event, error) bool
+	tracer  Tracer
+	metrics *metrics.Metrics
+
+	gone    bool // the consumer stopped ranging
+	started bool // KindStart yielded
+	wrote   bool // a chunk or [DONE] yielded: bytes reached the client
+	opening *Event
+	// transientLeft is how many transient ends may still be retried.
+	transientLeft int
+	refitted      bool // a context-length error was learned from once
+
+	usage     json.RawMessage // summed over every upstream call
+	estimated bool            // some of usage is the gateway's estimate
+}
+
+func newSession(x *Exchange, yield func(Event, error) bool, tracer Tracer, m *metrics.Metrics) *session {
+	if tracer == nil {
+		tracer = discardTracer{}
+	}
+	return &session{x: x, yield: yield, tracer: tracer, metrics: m, transientLeft: MaxTransientRetries}
+}
+
+type discardTracer struct{}
+
+func (discardTracer) Trace(context.Context, metrics.Trace) {}
+
+// send makes one upstream call of req, whose count is *p. A context-length
+// error before any byte reached the client is learned from, and the
+// request fitted again and sent once more; *p is then its new count.
+func (s *session) send(ctx context.Context, req *chat.Request, p *Prompt) (*Response, error) {
+	for {
+		resp, err := s.x.Upstream.Send(ctx, req)
+		if err == nil {
+			return resp, nil
+		}
+		s.failed(err)
+		if !s.refit(ctx, req, p, err) {
+			return nil, err
+		}
+	}
+}
+
+// refit reports whether err is a context-length error the request could
+// now be fitted past.
+func (s *session) refit(ctx context.Context, req *chat.Request, p *Prompt, err error) bool {
+	var ue *UpstreamError
+	if s.wrote || s.refitted || s.x.Tokens == nil || !errors.As(err, &ue) || ue.Status != http.StatusBadRequest {
+		return false
+	}
+	if !s.x.Tokens.Learn(req, *p, ue.Body) {
+		return false
+	}
+	s.refitted = true
+	np, ferr := s.x.Tokens.Fit(req)
+	if ferr != nil {
+		return false // no fit is possible: the upstream's 400 stands
+	}
+	*p = np
+	s.trace(ctx, metrics.Trace{Kind: metrics.TraceRefit, Reason: "context_length_exceeded"})
+	return true
+}
+
+// failed tells the meter an upstream call failed.
+func (s *session) failed(err error) {
+	if s.x.Meter != nil {
+		s.x.Meter.Failed(err)
+	}
+}
+
+func (s *session) trace(ctx context.Context, ev metrics.Trace) {
+	ev.RequestID, ev.ProjectID = s.x.RequestID, s.x.ProjectID
+	s.tracer.Trace(ctx, ev)
+}
+
+// start opens the response with the headers h; only the first call does.
+func (s *session) start(h http.Header) error {
+	if s.started {
+		return nil
+	}
+	s.started = true
+	return s.put(Event{Kind: KindStart, Header: h})
+}
+
+// hold keeps an opening chunk back until something follows it, so that a
+// transient end before it can be retried unseen. A later hold replaces it.
+func (s *session) hold(data, ext []byte) {
+	s.opening = &Event{Kind: KindChunk, Data: data, Ext: ext}
+}
+
+// emit writes ev, preceded by the held opening chunk.
+func (s *session) emit(ev Event) error {
+	if ev.Kind == KindChunk || ev.Kind == KindDone {
+		s.wrote = true
+		if o := s.opening; o != nil {
+			s.opening = nil
+			if err := s.put(*o); err != nil {
+				return err
+			}
+		}
+	}
+	return s.put(ev)
+}
+
+func (s *session) put(ev Event) error {
+	if s.gone {
+		return errClientGone
+	}
+	if !s.yield(ev, nil) {
+		s.gone = true
+		return errClientGone
+	}
+	return nil
+}
+
+// fail ends the sequence with err. A guard failure after bytes reached the
+// client is no longer one the standard protocol could take over.
+func (s *session) fail(err error) {
+	if s.gone || errors.Is(err, errClientGone) {
+		return
+	}
+	var ge *GuardError
+	if s.wrote && errors.As(err, &ge) {
+		err = ge.Err
+	}
+	s.gone = true
+	s.yield(Event{}, err)
+}
+
+// retryUnseen reports whether an answer that ended transiently may be
+// asked again unseen: nothing reached the client and retries are left. It
+// counts the retry.
+func (s *session) retryUnseen(ctx context.Context, reason string) bool {
+	if s.wrote || s.transientLeft == 0 {
+		return false
+	}
+	s.transientLeft--
+	s.trace(ctx, metrics.Trace{Kind: metrics.TraceTransientFinish, Verdict: "retried", Reason: reason})
+	s.metrics.TransientFinish("retried")
+	return true
+}
+
+// transientFinish decides on an insufficient_system_resource finish:
+// retried when retryUnseen allows, else passed on and counted.
+func (s *session) transientFinish(ctx context.Context) bool {
+	if s.retryUnseen(ctx, FinishInsufficientResource) {
+		return true
+	}
+	s.trace(ctx, metrics.Trace{Kind: metrics.TraceTransientFinish, Verdict: "passed_on", Reason: FinishInsufficientResource})
+	s.metrics.TransientFinish("passed_on")
+	return false
+}
+
+// addUsage adds the usage an upstream call reported; p is the gateway's
+// count of that call's prompt.
+func (s *session) addUsage(raw json.RawMessage, p Prompt) {
+	sum, err := chat.AddUsage(s.usage, raw)
+	if err != nil {
+		return // not an object: the client's usage stays what it was
+	}
+	s.usage = sum
+	if s.x.Meter != nil {
+		var u struct {
+			Prompt     int `json:"prompt_tokens"`
+			Completion int `json:"completion_tokens"`
+		}
+		_ = json.Unmarshal(raw, &u)
+		s.x.Meter.Usage(Usage{Prompt: p, PromptTokens: u.Prompt, CompletionTokens: u.Completion})
+	}
+}
+
+// estimateUsage stands in for the usage of a call closed before the
+// upstream reported it: the gateway's count of the call's prompt (the
+// learned ratio applied) and the tokenizer's count of what it generated.
+// Without a tokenizer it falls back to four bytes a token.
+func (s *session) estimateUsage(req *chat.Request, p Prompt, generated string) {
+	prompt, completion := p.Estimate, (len(generated)+3)/4
+	if prompt == 0 {
+		prompt = req.EncodedLen() / 4
+	}
+	if s.x.Tokens != nil {
+		completion = s.x.Tokens.Count(req.Model, generated)
+	}
+	u, _ := json.Marshal(map[string]int{"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion})
+	s.usage, _ = chat.AddUsage(s.usage, u)
+	s.estimated = true
+	if s.x.Meter != nil {
+		s.x.Meter.Usage(Usage{Prompt: p, PromptTokens: prompt, CompletionTokens: completion, Estimated: true})
+	}
+}
