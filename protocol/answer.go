@@ -151,7 +151,11 @@ func (r *answerReader) passChunk(data []byte, yield yieldFunc) error {
 		if err != nil {
 			return r.notChunk(data, err)
 		}
-		if len(c.Choices) > 0 {
+		if len(c.Choices) == 0 {
+			if err := streamError(data); err != nil {
+				return err
+			}
+		} else {
 			r.decoded = true
 		}
 		if opening(&c) && !r.opened {

@@ -34,9 +34,11 @@ var (
 	ErrInvalidResponse = errors.New("upstream answer is not a chat completion")
 )
 
-// errClientGone means the consumer of a strategy stopped ranging: the
-// client is gone.
-var errClientGone = errors.New("client gone")
+// ErrClientGone means the client went away: the consumer of a strategy
+// stopped ranging, or a write to the client failed.
+var ErrClientGone = errors.New("client gone")
+
+var errClientGone = ErrClientGone
 
 // UpstreamError is an upstream answer with a non-2xx status, relayed to the
 // client as it came when nothing was written yet.

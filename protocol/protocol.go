@@ -151,4 +151,3 @@ type Limits struct {
 	// shown to the model and may be called.
 	Plan bool
 }
-

@@ -8,6 +8,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -102,7 +103,7 @@ func New(cfg Config, opts Options) (*Handler, error) {
 		cfg:      cfg,
 		client:   &http.Client{Transport: tr, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }},
 		log:      log,
-		standard: protocol.Standard{Tracer: opts.Tracer},
+		standard: protocol.Standard{Tracer: opts.Tracer, Metrics: opts.Metrics},
 		twoStage: opts.TwoStage,
 		deflt:    opts.DefaultProtocol,
 		tracer:   opts.Tracer,
@@ -119,6 +120,7 @@ func New(cfg Config, opts Options) (*Handler, error) {
 			names = append(names, p.Name)
 		}
 		h.metrics, h.gatherer = metrics.New(reg, names), reg
+		h.standard = protocol.Standard{Tracer: opts.Tracer, Metrics: h.metrics}
 	}
 	if h.deflt == "" || h.twoStage == nil {
 		h.deflt = ProtocolStandard
@@ -218,122 +220,200 @@ func (h *Handler) recover(c *gin.Context) {
 }
 
 // serveChat serves one chat completion request with the named protocol.
+// It reads as its stages: prepare (read, parse, route, repair for
+// thinking mode), fit (to the context window), serve (the strategy, its
+// events written to the client, a fallback for the guard's own failures).
 func (h *Handler) serveChat(w http.ResponseWriter, r *http.Request, proto string) {
-	start := time.Now()
-	requestID := r.Header.Get("X-Request-Id")
-	log := h.log.With("request_id", requestID)
-
+	c := &chatRequest{h: h, w: w, r: r, start: time.Now(), id: r.Header.Get("X-Request-Id")}
+	c.log = h.log.With("request_id", c.id)
+	if !c.pick(proto) {
+		return
+	}
+	done := h.metrics.RequestStarted(c.strategy.Name())
 	ctx := r.Context()
 	if d := h.cfg.Timeouts.Request; d > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeoutCause(ctx, d, ErrRequestTimeout)
 		defer cancel()
 	}
-
-	strategy := h.standard
-	if proto == ProtocolTwoStage {
-		if h.twoStage == nil {
-			writeJSONError(w, &chat.Error{Status: http.StatusNotImplemented, Type: chat.TypeInvalidRequest, Code: "two_stage_disabled",
-				Message: "the two-stage protocol is not enabled on this gateway; use /v1/chat/completions or /standard/v1/chat/completions"})
-			return
-		}
-		strategy = h.twoStage
-	}
-	done := h.metrics.RequestStarted(strategy.Name())
-	status := 0
-	defer func() { done(status) }()
-
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.cfg.MaxBodyBytes))
-	if err != nil {
-		status = h.fail(w, log, err, start)
+	outcome := c.fail
+	if err := c.prepare(); err != nil {
+		done(outcome(err))
 		return
+	}
+	if err := c.fit(); err != nil {
+		done(outcome(err))
+		return
+	}
+	done(c.serve(ctx))
+}
+
+// chatRequest is one chat completion request on its way through the
+// gateway. It is owned by one request.
+type chatRequest struct {
+	h        *Handler
+	w        http.ResponseWriter
+	r        *http.Request
+	start    time.Time
+	id       string
+	log      *slog.Logger
+	strategy protocol.Strategy
+	provider *Provider
+	x        *protocol.Exchange
+	// reasoning remembers the reasoning of the response's tool calls for
+	// DeepSeek's thinking mode; nil when the request is not in it.
+	reasoning *reasoningRecorder
+}
+
+// pick chooses the strategy of proto; false when the route is off, which
+// it answered.
+func (c *chatRequest) pick(proto string) bool {
+	c.strategy = c.h.standard
+	if proto != ProtocolTwoStage {
+		return true
+	}
+	if c.h.twoStage == nil {
+		writeJSONError(c.w, &chat.Error{Status: http.StatusNotImplemented, Type: chat.TypeInvalidRequest, Code: "two_stage_disabled",
+			Message: "the two-stage protocol is not enabled on this gateway; use /v1/chat/completions or /standard/v1/chat/completions"})
+		return false
+	}
+	c.strategy = c.h.twoStage
+	return true
+}
+
+// prepare reads and parses the request, routes it to its provider, reads
+// the guard's per-request limits and repairs it for thinking mode.
+func (c *chatRequest) prepare() error {
+	h := c.h
+	body, err := io.ReadAll(http.MaxBytesReader(c.w, c.r.Body, h.cfg.MaxBodyBytes))
+	if err != nil {
+		return err
 	}
 	req, err := chat.ParseRequest(body)
 	if err != nil {
-		status = h.fail(w, log, err, start)
-		return
+		return err
 	}
-	provider := h.cfg.provider(req.Model)
-	log = log.With("model", req.Model, "provider", provider.Name, "protocol", strategy.Name(), "stream", req.Stream)
-	w.Header().Set("X-Phasegate-Protocol", strategy.Name())
-	w.Header().Set("X-Phasegate-Provider", provider.Name)
-
-	x := &protocol.Exchange{Request: req, RequestID: requestID, ProjectID: r.Header.Get("X-Project-Id")}
-	if strategy.Name() == ProtocolTwoStage {
-		if x.Limits, err = h.limits(r.Header); err != nil {
-			status = h.fail(w, log, err, start)
-			return
+	c.provider = h.cfg.provider(req.Model)
+	c.log = c.log.With("model", req.Model, "provider", c.provider.Name, "protocol", c.strategy.Name(), "stream", req.Stream)
+	c.w.Header().Set("X-Phasegate-Protocol", c.strategy.Name())
+	c.w.Header().Set("X-Phasegate-Provider", c.provider.Name)
+	c.x = &protocol.Exchange{Request: req, RequestID: c.id, ProjectID: c.r.Header.Get("X-Project-Id"), History: req.Messages}
+	if c.strategy.Name() == ProtocolTwoStage {
+		if c.x.Limits, err = h.limits(c.r.Header); err != nil {
+			return err
 		}
 		if req.N > 1 {
 			// The guard judges one choice; several cannot be served by it.
-			strategy = h.standard
-			w.Header().Set("X-Phasegate-Protocol", strategy.Name())
-			w.Header().Set("X-Phasegate-Warning", "n > 1 is served by the standard protocol: the guard judges a single choice")
+			c.strategy = h.standard
+			c.w.Header().Set("X-Phasegate-Protocol", c.strategy.Name())
+			c.w.Header().Set("X-Phasegate-Warning", "n > 1 is served by the standard protocol: the guard judges a single choice")
 		}
 	}
-
-	remember := h.repairThinking(w, log, provider, req)
-	x.History = req.Messages
-	var firstPrompt func(int)
-	if h.tokens != nil {
-		if firstPrompt, err = h.fit(w, r.Header, log, x); err != nil {
-			status = h.fail(w, log, err, start)
-			return
-		}
+	if h.repairThinking(c.w, c.log, c.provider, req) {
+		c.reasoning = &reasoningRecorder{mem: h.thinking}
 	}
-
-	var out sink
-	if req.Stream {
-		out = &streamSink{w: newSSEWriter(w)}
-	} else {
-		out = &jsonSink{w: w}
-	}
-	if remember {
-		out = &rememberSink{sink: out, mem: h.thinking}
-	}
-	x.Upstream = &meteredUpstream{m: h.metrics, provider: provider.Name, firstPrompt: firstPrompt, next: &upstream{
-		client:    h.client,
-		cfg:       &h.cfg,
-		provider:  provider,
-		header:    forwardHeader(r.Header),
-		requestID: requestID,
-		onComment: func(line []byte) { _ = out.comment(line) },
-	}}
-
-	status, err = h.pump(ctx, strategy, x, w, out)
-	var ge *protocol.GuardError
-	if errors.As(err, &ge) && !out.committed() {
-		// Graceful fallback (seed 001 T3.4): the guard failed before the
-		// client saw a byte, so the plain pass-through serves instead.
-		log.Error("guard failed; serving through the standard protocol", "error", err)
-		if h.tracer != nil {
-			h.tracer.Trace(ctx, metrics.Trace{Kind: metrics.TraceFallback, RequestID: requestID, ProjectID: x.ProjectID, Reason: ge.Err.Error()})
-		}
-		w.Header().Set("X-Phasegate-Protocol", h.standard.Name())
-		w.Header().Set("X-Phasegate-Fallback", ProtocolTwoStage)
-		status, err = h.pump(ctx, h.standard, x, w, out)
-	}
-	if errors.Is(err, protocol.ErrTruncated) {
-		h.metrics.UpstreamFailed(provider.Name, "truncated")
-	}
-	if err != nil {
-		if !out.committed() {
-			status = h.fail(w, log, err, start)
-			return
-		}
-		e := errorFor(err)
-		log.Warn("stream failed after start", "error", err, "code", e.Code)
-		if e.Status != statusClientClosed {
-			out.fail(e)
-		}
-		status = e.Status
-	}
-	log.Info("request served", "status", status, "duration", time.Since(start))
+	c.x.History = req.Messages
+	return nil
 }
 
-// pump writes the events of one strategy run to out. It returns the
-// status written and the error that ended the run, if any.
-func (h *Handler) pump(ctx context.Context, strategy protocol.Strategy, x *protocol.Exchange, w http.ResponseWriter, out sink) (int, error) {
+// fit makes the request fit its model's context window: oldest history
+// dropped in whole units, oversized tool results shortened. What it did is
+// told in the response headers.
+func (c *chatRequest) fit() error {
+	h := c.h
+	if h.tokens == nil {
+		return nil
+	}
+	capTokens, err := headerCount(c.r.Header, "X-Phasegate-Max-Prompt-Tokens")
+	if err != nil {
+		return err
+	}
+	tk := &tokenFit{c: h.tokens, capTokens: capTokens}
+	req := c.x.Request
+	f, err := tk.fit(req)
+	if err != nil {
+		return err
+	}
+	c.x.Tokens, c.x.Prompt = tk, protocol.Prompt{Counted: f.PromptTokens, Estimate: f.Estimate}
+	c.w.Header().Set("X-Phasegate-Prompt-Tokens", strconv.Itoa(f.Estimate))
+	if f.DroppedMessages > 0 || f.Shortened > 0 {
+		c.w.Header().Set("X-Phasegate-Dropped-Messages", strconv.Itoa(f.DroppedMessages))
+		c.w.Header().Set("X-Phasegate-Dropped-Tokens", strconv.Itoa(f.DroppedTokens))
+		c.w.Header().Set("X-Phasegate-Shortened-Tool-Results", strconv.Itoa(f.Shortened))
+		h.metrics.Truncated(f.DroppedMessages, f.DroppedTokens, f.Shortened)
+		c.log.Info("history truncated to fit the context window", "dropped_messages", f.DroppedMessages,
+			"dropped_tokens", f.DroppedTokens, "shortened_tool_results", f.Shortened, "prompt_tokens", f.Estimate)
+	}
+	return nil
+}
+
+// serve runs the strategy and writes its events. A guard that failed
+// before the client saw a byte is replaced by the standard protocol
+// (seed 001 T3.4); nothing else is served twice.
+func (c *chatRequest) serve(ctx context.Context) metrics.Outcome {
+	h := c.h
+	var out sink
+	if c.x.Request.Stream {
+		out = &streamSink{w: newSSEWriter(c.w)}
+	} else {
+		out = &jsonSink{w: c.w}
+	}
+	c.x.Meter = &requestMeter{m: h.metrics, provider: c.provider.Name, model: c.x.Request.Model, tokens: h.tokens, learn: !c.provider.Simulated}
+	c.x.Upstream = &timedUpstream{m: h.metrics, provider: c.provider.Name, next: &upstream{
+		client:    h.client,
+		cfg:       &h.cfg,
+		provider:  c.provider,
+		header:    forwardHeader(c.r.Header),
+		requestID: c.id,
+		onComment: func(line []byte) { _ = out.comment(line) },
+	}}
+	status, err := h.pump(ctx, c.strategy, c.x, c.w, out, c.reasoning)
+	if f := protocol.Classify(err); err != nil && f.Guard && !out.committed() {
+		c.log.Error("guard failed; serving through the standard protocol", "error", err)
+		if h.tracer != nil {
+			h.tracer.Trace(ctx, metrics.Trace{Kind: metrics.TraceFallback, RequestID: c.id, ProjectID: c.x.ProjectID, Reason: err.Error()})
+		}
+		h.metrics.Fallback()
+		c.w.Header().Set("X-Phasegate-Protocol", h.standard.Name())
+		c.w.Header().Set("X-Phasegate-Fallback", ProtocolTwoStage)
+		status, err = h.pump(ctx, h.standard, c.x, c.w, out, c.reasoning)
+	}
+	if err == nil {
+		c.log.Info("request served", "status", status, "duration", time.Since(c.start))
+		return metrics.OutcomeOK
+	}
+	if !out.committed() {
+		return c.fail(err)
+	}
+	f := protocol.Classify(err)
+	c.log.Warn("stream failed after start", "error", err, "code", f.Error.Code)
+	if f.Error.Status != statusClientClosed {
+		out.fail(f.Error)
+	}
+	return f.Outcome
+}
+
+// fail answers a request that failed before any byte was written, and
+// returns its outcome.
+func (c *chatRequest) fail(err error) metrics.Outcome {
+	f := protocol.Classify(err)
+	status := f.Error.Status
+	if f.Relay != nil {
+		status = f.Relay.Status
+	}
+	level := slog.LevelWarn
+	if status == statusClientClosed || status < 500 {
+		level = slog.LevelInfo
+	}
+	c.log.Log(context.Background(), level, "request failed", "status", status, "error", err, "duration", time.Since(c.start))
+	writeError(c.w, f)
+	return f.Outcome
+}
+
+// pump writes the events of one strategy run to out, and tells rec (when
+// set) what the response said. It returns the status written and the error
+// that ended the run, if any.
+func (h *Handler) pump(ctx context.Context, strategy protocol.Strategy, x *protocol.Exchange, w http.ResponseWriter, out sink, rec *reasoningRecorder) (int, error) {
 	for ev, err := range strategy.Run(ctx, x) {
 		if err != nil {
 			return 0, err
@@ -343,16 +423,18 @@ func (h *Handler) pump(ctx context.Context, strategy protocol.Strategy, x *proto
 		case protocol.KindStart:
 			out.header(ev.Header)
 		case protocol.KindChunk:
+			rec.chunk(ev.Data)
 			werr = out.chunk(ev.Data, ev.Ext)
 		case protocol.KindDone:
+			rec.remember()
 			werr = out.done()
 		case protocol.KindResponse:
 			copyHeader(w.Header(), ev.Header)
 			w.Header().Del("Content-Encoding")
 			w.WriteHeader(ev.Status)
 			_, _ = w.Write(ev.Data) // a failed write means the client left; the status stands
-			if rs, ok := out.(*rememberSink); ok && ev.Status == http.StatusOK {
-				rs.rememberBody(ev.Data)
+			if ev.Status == http.StatusOK {
+				rec.whole(ev.Data)
 			}
 			return ev.Status, nil
 		}
@@ -362,54 +444,13 @@ func (h *Handler) pump(ctx context.Context, strategy protocol.Strategy, x *proto
 				return 0, werr
 			}
 			// The client is gone; leaving the range closes the upstream.
-			return statusClientClosed, nil
+			return statusClientClosed, fmt.Errorf("write to the client: %w", protocol.ErrClientGone)
 		}
 	}
 	if err := out.finish(); err != nil {
 		return 0, &protocol.GuardError{Err: err}
 	}
 	return http.StatusOK, nil
-}
-
-// fit makes the request fit its model's context window: oldest history
-// dropped in whole units, oversized tool results shortened. What it did is
-// told in the response headers. It returns the hook that learns the
-// tokenizer's error from the usage the upstream reports.
-func (h *Handler) fit(w http.ResponseWriter, hdr http.Header, log *slog.Logger, x *protocol.Exchange) (func(int), error) {
-	req := x.Request
-	capTokens, err := headerCount(hdr, "X-Phasegate-Max-Prompt-Tokens")
-	if err != nil {
-		return nil, err
-	}
-	f, err := h.tokens.Fit(req.Model, req.Messages, req.Tools, req.MaxTokens, capTokens)
-	if err != nil {
-		return nil, err
-	}
-	x.Fit = func(r *chat.Request) error {
-		f, err := h.tokens.Fit(r.Model, r.Messages, r.Tools, r.MaxTokens, capTokens)
-		if err != nil {
-			return err
-		}
-		if f.DroppedMessages > 0 || f.Shortened > 0 {
-			r.SetMessages(f.Messages)
-		}
-		return nil
-	}
-	w.Header().Set("X-Phasegate-Prompt-Tokens", strconv.Itoa(f.Estimate))
-	if f.DroppedMessages > 0 || f.Shortened > 0 {
-		req.SetMessages(f.Messages)
-		w.Header().Set("X-Phasegate-Dropped-Messages", strconv.Itoa(f.DroppedMessages))
-		w.Header().Set("X-Phasegate-Dropped-Tokens", strconv.Itoa(f.DroppedTokens))
-		w.Header().Set("X-Phasegate-Shortened-Tool-Results", strconv.Itoa(f.Shortened))
-		h.metrics.Truncated(f.DroppedMessages, f.DroppedTokens, f.Shortened)
-		log.Info("history truncated to fit the context window", "dropped_messages", f.DroppedMessages,
-			"dropped_tokens", f.DroppedTokens, "shortened_tool_results", f.Shortened, "prompt_tokens", f.Estimate)
-	}
-	if x.Upstream == nil && h.cfg.provider(req.Model).Simulated {
-		return nil, nil // the simulated model's usage is not a tokenizer to learn from
-	}
-	model, counted := req.Model, f.PromptTokens
-	return func(reported int) { h.tokens.Observe(model, counted, reported) }, nil
 }
 
 // headerCount reads a header that holds a whole number of 1 or more; 0
@@ -448,25 +489,6 @@ func (h *Handler) limits(hdr http.Header) (protocol.Limits, error) {
 		return l, chat.InvalidRequest("", "header X-Phasegate-Mode must be plan or act, got %q", mode)
 	}
 	return l, nil
-}
-
-// fail answers a request that failed before any byte was written, and
-// returns the status it answered with.
-func (h *Handler) fail(w http.ResponseWriter, log *slog.Logger, err error, start time.Time) int {
-	var ue *protocol.UpstreamError
-	status := 0
-	if errors.As(err, &ue) {
-		status = ue.Status
-	} else {
-		status = errorFor(err).Status
-	}
-	level := slog.LevelWarn
-	if status == statusClientClosed || status < 500 {
-		level = slog.LevelInfo
-	}
-	log.Log(context.Background(), level, "request failed", "status", status, "error", err, "duration", time.Since(start))
-	writeError(w, err)
-	return status
 }
 
 // forwardHeader returns the client headers to pass upstream: hop-by-hop

@@ -12,7 +12,6 @@ import (
 	"strings"
 
 	"github.com/phasegate/phasegate/protocol"
-	"github.com/phasegate/phasegate/protocol/chat"
 )
 
 // servePassThrough relays any other /v1/* request to a provider with
@@ -25,7 +24,7 @@ func (h *Handler) servePassThrough(w http.ResponseWriter, r *http.Request) {
 	if r.Body != nil && strings.HasPrefix(r.Header.Get("Content-Type"), "application/json") {
 		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.cfg.MaxBodyBytes))
 		if err != nil {
-			writeError(w, err)
+			writeError(w, protocol.Classify(err))
 			return
 		}
 		var probe struct {
@@ -58,7 +57,7 @@ func (h *Handler) servePassThrough(w http.ResponseWriter, r *http.Request) {
 		FlushInterval: -1,
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			h.log.Warn("pass-through failed", "request_id", r.Header.Get("X-Request-Id"), "provider", provider.Name, "error", err)
-			writeError(w, upstreamCallError(r.Context(), err))
+			writeError(w, protocol.Classify(upstreamCallError(r.Context(), err)))
 		},
 	}
 	w.Header().Set("X-Phasegate-Provider", provider.Name)
@@ -89,7 +88,7 @@ func (h *Handler) serveModels(w http.ResponseWriter, r *http.Request) {
 		data = append(data, models...)
 	}
 	if len(missing) == len(h.cfg.Providers) {
-		writeError(w, firstErr)
+		writeError(w, protocol.Classify(firstErr))
 		return
 	}
 	if len(missing) > 0 {
@@ -103,7 +102,7 @@ func (h *Handler) serveModels(w http.ResponseWriter, r *http.Request) {
 		Data   []json.RawMessage `json:"data"`
 	}{"list", data})
 	if err != nil {
-		writeError(w, err)
+		writeError(w, protocol.Classify(err))
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")
@@ -135,8 +134,7 @@ func (h *Handler) listModels(ctx context.Context, p *Provider, header http.Heade
 		Data []json.RawMessage `json:"data"`
 	}
 	if err := json.Unmarshal(body, &list); err != nil {
-		return nil, &chat.Error{Status: http.StatusBadGateway, Type: chat.TypeUpstream, Code: "upstream_invalid",
-			Message: fmt.Sprintf("provider %s answered /models with invalid JSON", p.Name)}
+		return nil, &protocol.InvalidResponseError{Message: fmt.Sprintf("provider %s answered /models with invalid JSON", p.Name), Err: err}
 	}
 	return list.Data, nil
 }

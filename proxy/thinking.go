@@ -43,11 +43,12 @@ func (h *Handler) repairThinking(w http.ResponseWriter, log *slog.Logger, provid
 	return true
 }
 
-// rememberSink passes events on and, when the response held tool calls,
-// remembers their reasoning_content for the requests that come back
-// without it. Chunks are only kept (not copied, not decoded) until the end.
-type rememberSink struct {
-	sink
+// reasoningRecorder remembers the reasoning_content of the tool calls a
+// response holds, for the requests that come back without it (DeepSeek's
+// thinking mode). Chunks are only kept (not copied, not decoded) until the
+// response ends. A nil *reasoningRecorder records nothing. It is owned by
+// one request.
+type reasoningRecorder struct {
 	mem   *thinking.Memory
 	keep  [][]byte
 	tools bool
@@ -55,28 +56,38 @@ type rememberSink struct {
 
 var toolCallsKey = []byte(`"tool_calls"`)
 
-func (s *rememberSink) chunk(data, ext []byte) error {
-	s.keep = append(s.keep, data)
-	s.tools = s.tools || bytes.Contains(data, toolCallsKey)
-	return s.sink.chunk(data, ext)
+// chunk records one chunk written to the client.
+func (r *reasoningRecorder) chunk(data []byte) {
+	if r == nil {
+		return
+	}
+	r.keep = append(r.keep, data)
+	r.tools = r.tools || bytes.Contains(data, toolCallsKey)
 }
 
-func (s *rememberSink) done() error {
-	if s.tools {
+// remember ends a streamed response: the reasoning of its tool calls, if
+// it had any, is remembered.
+func (r *reasoningRecorder) remember() {
+	if r == nil {
+		return
+	}
+	if r.tools {
 		var a chat.Assembler
-		for _, data := range s.keep {
+		for _, data := range r.keep {
 			_ = a.Add(data) // the client got it as it was; nothing to learn from a bad chunk
 		}
 		if body, err := a.Completion(); err == nil {
-			s.rememberBody(body)
+			r.whole(body)
 		}
 	}
-	s.keep, s.tools = nil, false
-	return s.sink.done()
+	r.keep, r.tools = nil, false
 }
 
-// rememberBody remembers the reasoning of a chat.completion's tool calls.
-func (s *rememberSink) rememberBody(body []byte) {
+// whole remembers the reasoning of a chat.completion's tool calls.
+func (r *reasoningRecorder) whole(body []byte) {
+	if r == nil {
+		return
+	}
 	var c struct {
 		Choices []struct {
 			Message struct {
@@ -93,5 +104,5 @@ func (s *rememberSink) rememberBody(body []byte) {
 	for _, tc := range m.ToolCalls {
 		ids = append(ids, tc.ID)
 	}
-	s.mem.Remember(ids, m.ReasoningContent)
+	r.mem.Remember(ids, m.ReasoningContent)
 }

@@ -24,8 +24,10 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/prometheus/client_golang/prometheus"
 	openai "github.com/sashabaranov/go-openai"
 
+	"github.com/phasegate/phasegate/metrics"
 	"github.com/phasegate/phasegate/protocol"
 	"github.com/phasegate/phasegate/protocol/chat"
 	"github.com/phasegate/phasegate/proxy"
@@ -777,12 +779,23 @@ func TestTwoStageE2ESeveralChoices(t *testing.T) {
 	}
 }
 
-// TestTwoStageE2EFallback: the guard fails on a non-JSON data event before
-// any byte reached the client, and the standard protocol serves the
-// request instead, asking the upstream again with the client's own body.
+// panicTracer breaks the guard on purpose: it panics on the first event
+// of one kind, as a broken invariant inside the guard would.
+type panicTracer struct{ on metrics.TraceKind }
+
+func (p panicTracer) Trace(_ context.Context, ev metrics.Trace) {
+	if ev.Kind == p.on {
+		panic("broken invariant")
+	}
+}
+
+// TestTwoStageE2EFallback: the guard itself fails (a panic while judging
+// the model's call) before any byte reached the client, and the standard
+// protocol serves the request instead, asking the upstream again with the
+// client's own body.
 func TestTwoStageE2EFallback(t *testing.T) {
 	t.Parallel()
-	garbage := proxytest.Reply{Events: []proxytest.Event{{Data: "this is not json"}, {Data: "[DONE]"}}}
+	call := proxytest.NewStream(tsModel).Role().ToolCall(0, "call_1", "read_file", `{"path":"a.go"}`).Finish("tool_calls").Done()
 	good := proxytest.NewStream(tsModel).Role().Content("fallback ", "answer").Finish("stop").Done()
 	completion := proxytest.Completion(tsModel, map[string]any{"content": "fallback answer"}, "stop",
 		map[string]any{"prompt_tokens": 3, "completion_tokens": 2, "total_tokens": 5})
@@ -797,7 +810,8 @@ func TestTwoStageE2EFallback(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			up, gw := tsGateway(t, proxytest.Script(garbage, tt.second), protocol.NewTwoStage(protocol.TwoStageConfig{}, nil), false)
+			guard := protocol.NewTwoStage(protocol.TwoStageConfig{}, panicTracer{on: metrics.TraceToolCall})
+			up, gw := tsGateway(t, proxytest.Script(call.Reply(), tt.second), guard, false)
 			body := tsBody(tt.stream, "")
 			resp, got := tsPost(t, gw, "/v1/chat/completions", body, nil)
 			if resp.StatusCode != http.StatusOK {
@@ -828,6 +842,84 @@ func TestTwoStageE2EFallback(t *testing.T) {
 			}
 			if string(received[1].Body) != body {
 				t.Errorf("second upstream request = %s, want the client's body byte for byte", received[1].Body)
+			}
+		})
+	}
+}
+
+// TestE2EInvalidUpstreamAnswer: an upstream that answers 200 with
+// something that is not a chat completion is the upstream's fault on
+// every route: a 502 upstream_invalid_response before the first byte, an
+// in-band error after it, one upstream call (no fallback sends the request
+// again, and nothing is billed twice), counted as an upstream error.
+func TestE2EInvalidUpstreamAnswer(t *testing.T) {
+	t.Parallel()
+	garbage := proxytest.Reply{Events: []proxytest.Event{{Data: "this is not json"}, {Data: "[DONE]"}}}
+	errEvent := proxytest.Reply{Events: []proxytest.Event{{Data: `{"error":{"message":"model overloaded","type":"server_error"}}`}}}
+	late := proxytest.Reply{Events: append(proxytest.NewStream(tsModel).Role().Content("partial").Reply().Events, proxytest.Event{Data: "{oops"})}
+	notCompletion := proxytest.Reply{Status: http.StatusOK, Header: http.Header{"Content-Type": {"application/json"}}, Body: []byte(`{"object":"list","data":[]}`)}
+	notJSON := proxytest.Reply{Status: http.StatusOK, Header: http.Header{"Content-Type": {"application/json"}}, Body: []byte(`<html>bad gateway</html>`)}
+	tests := []struct {
+		name    string
+		path    string
+		stream  bool
+		reply   proxytest.Reply
+		inBand  bool // the error comes after the first byte
+		message string
+	}{
+		{name: "guard, data line not JSON", path: "/v1/chat/completions", stream: true, reply: garbage},
+		{name: "guard, non-streaming client, data line not JSON", path: "/v1/chat/completions", reply: garbage},
+		{name: "guard, error object in the stream", path: "/v1/chat/completions", stream: true, reply: errEvent, message: "model overloaded"},
+		{name: "guard, garbage after text", path: "/v1/chat/completions", stream: true, reply: late, inBand: true},
+		{name: "standard, data line not JSON", path: "/standard/v1/chat/completions", stream: true, reply: garbage},
+		{name: "standard, error object in the stream", path: "/standard/v1/chat/completions", stream: true, reply: errEvent, message: "model overloaded"},
+		{name: "standard, garbage after text", path: "/standard/v1/chat/completions", stream: true, reply: late, inBand: true},
+		{name: "standard, body without choices", path: "/standard/v1/chat/completions", reply: notCompletion},
+		{name: "standard, body not JSON", path: "/standard/v1/chat/completions", reply: notJSON},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			reg := prometheus.NewRegistry()
+			m := metrics.New(reg, []string{"deepseek"})
+			up, usrv := proxytest.NewServer(t, proxytest.Script(tt.reply, tt.reply))
+			cfg := proxy.Config{Providers: []proxy.Provider{{Name: "deepseek", BaseURL: usrv.URL + "/v1"}}}
+			gw := serveGateway(t, cfg, proxy.Options{DefaultProtocol: proxy.ProtocolTwoStage, Metrics: m, Gatherer: reg,
+				TwoStage: protocol.NewTwoStage(protocol.TwoStageConfig{Metrics: m}, nil)})
+			resp, got := tsPost(t, gw, tt.path, tsBody(tt.stream, ""), nil)
+			var e struct {
+				Error struct {
+					Code    string `json:"code"`
+					Message string `json:"message"`
+				} `json:"error"`
+			}
+			if tt.inBand {
+				if resp.StatusCode != http.StatusOK {
+					t.Fatalf("status = %d, want 200 (bytes were sent)", resp.StatusCode)
+				}
+				data := tsData(t, got)
+				if len(data) == 0 || json.Unmarshal([]byte(data[len(data)-1]), &e) != nil {
+					t.Fatalf("last event is not an error: %q", data)
+				}
+			} else {
+				if resp.StatusCode != http.StatusBadGateway {
+					t.Fatalf("status = %d, want 502: %s", resp.StatusCode, got)
+				}
+				if err := json.Unmarshal(got, &e); err != nil {
+					t.Fatalf("body is not an OpenAI-style error: %s", got)
+				}
+			}
+			if e.Error.Code != "upstream_invalid_response" || !strings.Contains(e.Error.Message, tt.message) {
+				t.Errorf("error = %+v, want code upstream_invalid_response with %q in its message", e.Error, tt.message)
+			}
+			if n := len(up.Received()); n != 1 {
+				t.Errorf("upstream calls = %d, want 1", n)
+			}
+			if v := gathered(t, reg, "phasegate_upstream_errors_total", "kind", "invalid_response"); v != 1 {
+				t.Errorf("upstream errors of kind invalid_response = %v, want 1", v)
+			}
+			if v := gathered(t, reg, "phasegate_fallbacks_total", "", ""); v != 0 {
+				t.Errorf("fallbacks = %v, want 0", v)
 			}
 		})
 	}
@@ -956,4 +1048,30 @@ func TestTwoStageE2EClientLeaves(t *testing.T) {
 		t.Fatalf("the first content never arrived: %v", sc.Err())
 	}
 	tsWaitCancelled(t, up)
+}
+
+// gathered returns the sum of the series of the metric name whose label
+// (when not "") has value.
+func gathered(tb testing.TB, g prometheus.Gatherer, name, label, value string) float64 {
+	tb.Helper()
+	mfs, err := g.Gather()
+	if err != nil {
+		tb.Fatalf("gather: %v", err)
+	}
+	sum := 0.0
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			match := label == ""
+			for _, lp := range m.GetLabel() {
+				match = match || lp.GetName() == label && lp.GetValue() == value
+			}
+			if match {
+				sum += m.GetCounter().GetValue()
+			}
+		}
+	}
+	return sum
 }

@@ -21,17 +21,6 @@ import (
 	"github.com/phasegate/phasegate/protocol/chat"
 )
 
-// Errors of the upstream transport, typed by what the caller decides.
-var (
-	// ErrFirstByteTimeout: the upstream sent no headers or no first event
-	// in time.
-	ErrFirstByteTimeout = errors.New("upstream sent nothing in time")
-	// ErrIdleTimeout: an upstream stream went quiet between events.
-	ErrIdleTimeout = errors.New("upstream stream went idle")
-	// ErrRequestTimeout: the whole request took longer than allowed.
-	ErrRequestTimeout = errors.New("request took longer than allowed")
-)
-
 // NewTransport returns the transport for upstream calls: bounded dial and
 // TLS handshake, pooled connections, and the response-header wait bounded
 // by the first-byte timeout.

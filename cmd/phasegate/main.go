@@ -130,7 +130,7 @@ func newHandler(o options, log *slog.Logger) (*proxy.Handler, error) {
 	}
 	sort.Strings(models)
 	metrics.RegisterTokenRatios(reg, models, counter.Ratio)
-	tracer := metrics.Tracers{metrics.NewTraceLog(log), m}
+	tracer := metrics.NewTraceLog(log)
 	opts := proxy.Options{Logger: log, Transport: tr, DefaultProtocol: o.defaultProtocol, Tracer: tracer,
 		PlanMode: len(o.planTools) > 0, Metrics: m, Gatherer: reg, Tokens: counter}
 	if o.thinkingRepair {
@@ -143,6 +143,7 @@ func newHandler(o options, log *slog.Logger) (*proxy.Handler, error) {
 			HideNotices:          !o.showNotices,
 			PlanTools:            o.planTools,
 			RepeatableTools:      o.repeatableTools,
+			Metrics:              m,
 		}, tracer)
 	}
 	return proxy.New(o.proxy, opts)

@@ -1,0 +1,37 @@
+package proxy
+
+import (
+	"github.com/phasegate/phasegate/protocol"
+	"github.com/phasegate/phasegate/protocol/chat"
+	"github.com/phasegate/phasegate/tokens"
+)
+
+// tokenFit is the protocol.Tokens of one request: the gateway's counter,
+// with the prompt cap the request asked for.
+type tokenFit struct {
+	c         *tokens.Counter
+	capTokens int
+}
+
+// fit fits req in place and returns what fitting did.
+func (t *tokenFit) fit(req *chat.Request) (tokens.Fit, error) {
+	f, err := t.c.Fit(req.Model, req.Messages, req.Tools, req.MaxTokens, t.capTokens)
+	if err != nil {
+		return f, err
+	}
+	if f.DroppedMessages > 0 || f.Shortened > 0 {
+		req.SetMessages(f.Messages)
+	}
+	return f, nil
+}
+
+func (t *tokenFit) Fit(req *chat.Request) (protocol.Prompt, error) {
+	f, err := t.fit(req)
+	return protocol.Prompt{Counted: f.PromptTokens, Estimate: f.Estimate}, err
+}
+
+func (t *tokenFit) Learn(req *chat.Request, p protocol.Prompt, body []byte) bool {
+	return false
+}
+
+func (t *tokenFit) Count(model, text string) int { return t.c.Count(model, text) }
