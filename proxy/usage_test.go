@@ -10,8 +10,8 @@ import (
 	"testing"
 
 	tiktoken "github.com/pkoukk/tiktoken-go"
-	"github.com/prometheus/client_golang/prometheus"
 	tiktoken_loader "github.com/pkoukk/tiktoken-go-loader"
+	"github.com/prometheus/client_golang/prometheus"
 	openai "github.com/sashabaranov/go-openai"
 
 	"github.com/phasegate/phasegate/metrics"
