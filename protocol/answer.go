@@ -67,7 +67,10 @@ type Step struct {
 // chunk is JSON. Not safe for concurrent use.
 type answerReader struct {
 	guard bool
-	n     int // events read
+	// slow reads every chunk whole, without the fast paths: the reference
+	// the fast paths are fuzzed against.
+	slow bool
+	n    int // events read
 	// header is the id, created, model and fingerprint of the first chunk.
 	header chat.ChunkHeader
 	acc    tools.Accumulator
@@ -183,7 +186,7 @@ func (r *answerReader) passChunk(data []byte, yield yieldFunc) error {
 
 // guardChunk reads a chunk for the guard.
 func (r *answerReader) guardChunk(data []byte, yield yieldFunc) error {
-	if r.decoded && !r.finished {
+	if r.decoded && !r.finished && !r.slow {
 		if r.acc.Len() > 0 {
 			if td, ok := r.args.read(data); ok {
 				// An argument fragment of the call being streamed.

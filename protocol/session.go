@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 
 	"github.com/phasegate/phasegate/metrics"
@@ -122,8 +123,13 @@ func (s *session) hold(data, ext []byte) {
 	s.opening = &Event{Kind: KindChunk, Data: data, Ext: ext}
 }
 
-// emit writes ev, preceded by the held opening chunk.
+// emit writes ev, preceded by the held opening chunk. Nothing is written
+// before the start event: that would be a broken invariant of the
+// strategy, a guard failure the standard protocol can still take over.
 func (s *session) emit(ev Event) error {
+	if !s.started {
+		return &GuardError{Err: fmt.Errorf("%s event before the start event", ev.Kind)}
+	}
 	if ev.Kind == KindChunk || ev.Kind == KindDone {
 		s.wrote = true
 		if o := s.opening; o != nil {

@@ -1781,3 +1781,38 @@ func isInvalidResponse(err error) bool {
 	return errors.Is(err, protocol.ErrInvalidResponse) && !errors.As(err, &ge) &&
 		f.Error.Status == http.StatusBadGateway && f.Error.Code == "upstream_invalid_response" && f.UpstreamKind == "invalid_response"
 }
+
+// TestTwoStageToolResultTraces: the tool results a request brings — those
+// answering the calls of its last assistant message — are each traced as
+// tool_result with the tool's name and call id (never the result), once;
+// results of earlier steps, already traced when they came, are not.
+func TestTwoStageToolResultTraces(t *testing.T) {
+	answer := streamReply(stream().Role().Content("done").Finish("stop").Done())
+	tests := []struct {
+		name string
+		msgs []string
+		want []metrics.Trace
+	}{
+		{name: "no tool result", msgs: history()},
+		{name: "the newest result only", msgs: history(ran("c1", "read_file", `{"path":"a.go"}`), ran("c2", "list_dir", `{}`)),
+			want: []metrics.Trace{{Kind: metrics.TraceToolResult, Tool: "list_dir", ToolCallID: "c2"}}},
+		{name: "a call not answered yet", msgs: history(ran("c1", "read_file", `{"path":"a.go"}`)[:1])},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			rec := &recorder{}
+			u := newUpstream(t, answer)
+			read(t, run(t, protocol.NewTwoStage(protocol.TwoStageConfig{}, rec), exchange(newRequest(t, true, tt.msgs, ""), u, protocol.Limits{})))
+			var got []metrics.Trace
+			for _, ev := range rec.kinds(metrics.TraceToolResult) {
+				got = append(got, metrics.Trace{Kind: ev.Kind, Tool: ev.Tool, ToolCallID: ev.ToolCallID})
+				if ev.RequestID != "req-1" {
+					t.Errorf("tool_result request id = %q, want req-1", ev.RequestID)
+				}
+			}
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("tool_result traces (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
