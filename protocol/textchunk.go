@@ -163,7 +163,7 @@ func (t *textTemplate) read(data []byte) (string, int, bool) {
 		bytes.HasPrefix(data, t.prefix) && bytes.HasSuffix(data, t.suffix) {
 		mid := data[len(t.prefix) : len(data)-len(t.suffix)]
 		switch {
-		case bytes.IndexByte(mid, '"') < 0 && bytes.IndexByte(mid, '\\') < 0:
+		case bytes.IndexByte(mid, '"') < 0 && bytes.IndexByte(mid, '\\') < 0 && !hasControl(mid):
 			if len(mid) == 0 {
 				return "", 0, true
 			}
@@ -179,6 +179,9 @@ func (t *textTemplate) read(data []byte) (string, int, bool) {
 		}
 	}
 	content, start, end, reasoning, ok := textChunkSpan(data)
+	// The one-pass read recognises keys, not JSON: a chunk it reads must
+	// also be JSON before it may be forwarded as it is, or learned from.
+	ok = ok && json.Valid(data)
 	if ok && start > 0 && reasoning == 0 {
 		t.prefix, t.suffix = data[:start], data[end:]
 	}
@@ -260,4 +263,14 @@ func (t *argsTemplate) read(data []byte) (chat.ToolCallDelta, bool) {
 	}
 	td.Function.Arguments = args
 	return td, true
+}
+
+// hasControl reports a byte JSON forbids unescaped inside a string.
+func hasControl(b []byte) bool {
+	for _, c := range b {
+		if c < 0x20 {
+			return true
+		}
+	}
+	return false
 }
