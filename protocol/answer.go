@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"iter"
 	"strings"
+	"unsafe"
 
 	"github.com/phasegate/phasegate/protocol/chat"
 	"github.com/phasegate/phasegate/tools"
@@ -75,7 +76,7 @@ type answerReader struct {
 	header chat.ChunkHeader
 	acc    tools.Accumulator
 	leak   tools.LeakScanner
-	tpl    textTemplate
+	tpl    textTemplates
 	args   argsTemplate
 	// decoded: a chunk with choices was read; only then do the text fast
 	// paths apply, so that the opening chunk is always read whole.
@@ -196,7 +197,7 @@ func (r *answerReader) guardChunk(data []byte, yield yieldFunc) error {
 		}
 		if content, reasoning, ok := r.tpl.read(data); ok {
 			// The hot path: a plain text chunk, read without decoding.
-			return r.text(data, content, reasoning > 0, true, yield)
+			return r.text(data, content, reasoning, true, yield)
 		}
 	}
 	c, err := chat.DecodeChunk(data)
@@ -230,9 +231,22 @@ func (r *answerReader) guardDelta(data []byte, c *chat.Chunk, yield yieldFunc) e
 	switch {
 	case text || thought:
 		plain := len(d.ToolCalls) == 0 && reason == "" && !c.HasUsage() && len(c.Choices) == 1
+		cs, rs, spans := span{}, span{}, false
+		if plain {
+			cs, rs, spans = textSpans(data)
+		}
+		if spans && !r.slow {
+			r.tpl.learn(data, &d, cs, rs)
+		}
 		content := ""
 		if text {
 			content = *d.Content
+			if spans && cs.start > 0 && !cs.escaped {
+				// The bytes as they came, as the template reads them: a
+				// multi-byte character split across chunks reaches the
+				// leak scan whole, not as two replacement characters.
+				content = unsafe.String(&data[cs.start], cs.end-cs.start)
+			}
 		}
 		if err := r.text(data, content, thought, plain, yield); err != nil {
 			return err
@@ -262,6 +276,9 @@ func (r *answerReader) guardDelta(data []byte, c *chat.Chunk, yield yieldFunc) e
 // through the leak scan, and a chunk whose content it left alone may be
 // forwarded as it came when plain (nothing in it but text).
 func (r *answerReader) text(data []byte, content string, thought, plain bool, yield yieldFunc) error {
+	if content == "" && !thought {
+		return nil // an empty chunk says nothing
+	}
 	r.said = append(r.said, data)
 	out, calls := r.leak.Feed(content)
 	st := Step{Kind: StepText, Data: data, Raw: plain && out == content}

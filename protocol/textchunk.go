@@ -8,41 +8,34 @@ import (
 	"github.com/phasegate/phasegate/protocol/chat"
 )
 
-// textChunk reads a chunk in one pass without decoding it, for the guard's
-// hot path. It reports ok when the chunk surely carries no tool call, no
-// usage and no finish reason (each absent or null), and its content, if
-// any, is a string or null; content is that string. A chunk without a
-// "choices" key is not ok. Keys are recognised
-// only as keys: every string is skipped whole, so text inside a value can
-// never pass for one. Anything unusual (a key "content" whose value is not
-// a string, as in logprobs) reports false, which only sends the chunk down
-// the decoding path.
-//
-// The content of a chunk without escapes is returned without a copy: it
-// shares data's memory, which the guard never writes to.
-func textChunk(data []byte) (content string, ok bool) {
-	content, _, _, _, ok = textChunkSpan(data)
-	return content, ok
+// span is where a JSON string value's body lies in a chunk, between its
+// quotes; start is -1 when the key is absent or its value null.
+type span struct {
+	start, end int
+	escaped    bool
 }
 
-// textChunkSpan is textChunk, also giving where the content string's body
-// lies in data (between its quotes; start is -1 when the content is not a
-// string) and the length of the reasoning_content string as written.
-func textChunkSpan(data []byte) (content string, start, end, reasoning int, ok bool) {
-	start, end = -1, -1
-	i := 0
-	choices := false
-	for {
+// textSpans reads a chunk in one pass without decoding it and finds the
+// string values of its "content" and "reasoning_content" keys. It reports
+// ok only when the chunk surely carries no tool call, no usage and no
+// finish reason (each absent or null), each of the two keys appears at
+// most once with a string or null value, and it has a "choices" key. Keys
+// are recognised only as keys: every string is skipped whole, so text
+// inside a value can never pass for one; they match ignoring case, as
+// encoding/json matches them. It recognises keys, not JSON: callers learn
+// only from chunks the decoder read.
+func textSpans(data []byte) (content, reasoning span, ok bool) {
+	content, reasoning = span{start: -1}, span{start: -1}
+	choices, seenContent, seenReasoning := false, false, false
+	for i := 0; ; {
 		q := bytes.IndexByte(data[i:], '"')
 		if q < 0 {
-			// A chunk has choices; an object without them (an error
-			// object, say) is not read here.
-			return content, start, end, reasoning, choices
+			return content, reasoning, choices
 		}
 		ks := i + q + 1 // a string: a key, or a value to skip
 		ke, _ := stringEnd(data, ks)
 		if ke < 0 {
-			return "", -1, -1, 0, false
+			return content, reasoning, false
 		}
 		j := skipSpace(data, ke+1)
 		if j >= len(data) || data[j] != ':' {
@@ -50,51 +43,38 @@ func textChunkSpan(data []byte) (content string, start, end, reasoning int, ok b
 			continue
 		}
 		j = skipSpace(data, j+1)
-		// Keys match as encoding/json matches them, ignoring case, so no
-		// spelling the decoder would take for a tool call slips past.
+		var sp *span
 		switch key := data[ks:ke]; {
 		case bytes.EqualFold(key, keyChoices):
 			choices = true
 		case bytes.EqualFold(key, keyToolCalls), bytes.EqualFold(key, keyUsage), bytes.EqualFold(key, keyFinishReason):
 			if !bytes.HasPrefix(data[j:], null) {
-				return "", -1, -1, 0, false
-			}
-		case bytes.EqualFold(key, keyReasoning):
-			if j < len(data) && data[j] == '"' {
-				if rend, _ := stringEnd(data, j+1); rend > j {
-					reasoning = rend - j - 1
-					i = rend + 1
-					continue
-				}
+				return content, reasoning, false
 			}
 		case bytes.EqualFold(key, keyContent):
+			if seenContent {
+				return content, reasoning, false
+			}
+			seenContent, sp = true, &content
+		case bytes.EqualFold(key, keyReasoning):
+			if seenReasoning {
+				return content, reasoning, false
+			}
+			seenReasoning, sp = true, &reasoning
+		}
+		if sp != nil {
 			switch {
 			case bytes.HasPrefix(data[j:], null):
-				content, start, end = "", -1, -1
 			case j < len(data) && data[j] == '"':
-				vend, vesc := stringEnd(data, j+1)
-				if vend < 0 {
-					return "", -1, -1, 0, false
+				end, esc := stringEnd(data, j+1)
+				if end < 0 {
+					return content, reasoning, false
 				}
-				start, end = j+1, vend
-				switch {
-				case vesc:
-					// Its own variable: taking content's address would
-					// move it to the heap on every call.
-					var unquoted string
-					if json.Unmarshal(data[j:vend+1], &unquoted) != nil {
-						return "", -1, -1, 0, false
-					}
-					content = unquoted
-				case vend > j+1:
-					content = unsafe.String(&data[j+1], vend-j-1)
-				default:
-					content = ""
-				}
-				i = vend + 1
+				*sp = span{start: j + 1, end: end, escaped: esc}
+				i = end + 1
 				continue
 			default:
-				return "", -1, -1, 0, false
+				return content, reasoning, false // logprobs' "content" is an array
 			}
 		}
 		// A key spelled with escapes is compared as written: none of the
@@ -146,46 +126,86 @@ func skipSpace(data []byte, i int) int {
 	return i
 }
 
-// textTemplate reads the plain text chunks of one upstream answer faster
-// than textChunk: upstreams send every text chunk of an answer with the
-// same bytes around the content string (id, model, created, the null
-// finish reason), so once one chunk was read whole, a chunk with the same
-// prefix and suffix, and nothing between them that could end the string,
-// differs from it only in its content. Not safe for concurrent use.
+// textTemplate reads the plain text chunks of one upstream answer without
+// decoding them: upstreams send every text chunk of an answer with the
+// same bytes around the text (id, model, created, the null finish reason),
+// so once the decoder read one such chunk, a chunk with the same prefix
+// and suffix, and nothing between them that could end the string, differs
+// from it only in that string: the decoder would read it the same way.
+// Not safe for concurrent use.
 type textTemplate struct {
-	prefix, suffix []byte // around the content string's body, quotes included
+	prefix, suffix []byte // around the string's body, quotes included
 }
 
-// read returns the content of a plain text chunk, as textChunk, and the
-// length of its reasoning_content.
-func (t *textTemplate) read(data []byte) (string, int, bool) {
-	if t.prefix != nil && len(data) >= len(t.prefix)+len(t.suffix) &&
-		bytes.HasPrefix(data, t.prefix) && bytes.HasSuffix(data, t.suffix) {
-		mid := data[len(t.prefix) : len(data)-len(t.suffix)]
-		switch {
-		case bytes.IndexByte(mid, '"') < 0 && bytes.IndexByte(mid, '\\') < 0 && !hasControl(mid):
-			if len(mid) == 0 {
-				return "", 0, true
-			}
-			return unsafe.String(&mid[0], len(mid)), 0, true
-		default:
-			// Escapes: the string must still end exactly at the suffix.
-			if end, _ := stringEnd(data, len(t.prefix)); end == len(data)-len(t.suffix) {
-				var unquoted string
-				if json.Unmarshal(data[len(t.prefix)-1:end+1], &unquoted) == nil {
-					return unquoted, 0, true
-				}
-			}
+// read returns the string of a chunk of the learned shape, unescaped.
+func (t *textTemplate) read(data []byte) (string, bool) {
+	if t.prefix == nil || len(data) < len(t.prefix)+len(t.suffix) ||
+		!bytes.HasPrefix(data, t.prefix) || !bytes.HasSuffix(data, t.suffix) {
+		return "", false
+	}
+	mid := data[len(t.prefix) : len(data)-len(t.suffix)]
+	if bytes.IndexByte(mid, '"') < 0 && bytes.IndexByte(mid, '\\') < 0 && !hasControl(mid) {
+		if len(mid) == 0 {
+			return "", true
+		}
+		return unsafe.String(&mid[0], len(mid)), true
+	}
+	// Escapes: the string must still end exactly at the suffix.
+	if end, _ := stringEnd(data, len(t.prefix)); end == len(data)-len(t.suffix) {
+		var unquoted string
+		if json.Unmarshal(data[len(t.prefix)-1:end+1], &unquoted) == nil {
+			return unquoted, true
 		}
 	}
-	content, start, end, reasoning, ok := textChunkSpan(data)
-	// The one-pass read recognises keys, not JSON: a chunk it reads must
-	// also be JSON before it may be forwarded as it is, or learned from.
-	ok = ok && json.Valid(data)
-	if ok && start > 0 && reasoning == 0 {
-		t.prefix, t.suffix = data[:start], data[end:]
+	return "", false
+}
+
+// learn remembers the shape of data around sp.
+func (t *textTemplate) learn(data []byte, sp span) {
+	t.prefix, t.suffix = data[:sp.start], data[sp.end:]
+}
+
+// textTemplates are the two shapes of an answer's text chunks: content,
+// and reasoning_content with no content.
+type textTemplates struct {
+	content, reasoning textTemplate
+}
+
+// read reads a text chunk of a learned shape: its content, or that it is
+// reasoning (its text is decoded only when needed).
+func (t *textTemplates) read(data []byte) (content string, reasoning, ok bool) {
+	if content, ok := t.content.read(data); ok {
+		return content, false, true
 	}
-	return content, reasoning, ok
+	if _, ok := t.reasoning.read(data); ok {
+		return "", true, true
+	}
+	return "", false, false
+}
+
+// learn learns from data, a plain text chunk whose delta the decoder read
+// as d and whose one-pass spans are cs and rs (textSpans said ok). The
+// spans are the delta's: each key appears once, and the decoder found it
+// in the delta. Escaped text is not learned from; it is read by the
+// template all the same.
+func (t *textTemplates) learn(data []byte, d *chat.Delta, cs, rs span) {
+	hasContent := d.Content != nil && *d.Content != ""
+	switch {
+	case hasContent && d.ReasoningContent == nil && cs.start > 0 && rs.start < 0 && !cs.escaped:
+		t.content.learn(data, cs)
+	case !hasContent && d.ReasoningContent != nil && *d.ReasoningContent != "" && rs.start > 0 && !rs.escaped:
+		t.reasoning.learn(data, rs)
+	}
+}
+
+// hasControl reports a byte JSON forbids unescaped inside a string.
+func hasControl(b []byte) bool {
+	for _, c := range b {
+		if c < 0x20 {
+			return true
+		}
+	}
+	return false
 }
 
 var argumentsKey = []byte(`"arguments":`)
@@ -265,12 +285,3 @@ func (t *argsTemplate) read(data []byte) (chat.ToolCallDelta, bool) {
 	return td, true
 }
 
-// hasControl reports a byte JSON forbids unescaped inside a string.
-func hasControl(b []byte) bool {
-	for _, c := range b {
-		if c < 0x20 {
-			return true
-		}
-	}
-	return false
-}

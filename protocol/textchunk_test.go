@@ -3,116 +3,116 @@ package protocol
 import (
 	"encoding/json"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/phasegate/phasegate/protocol/chat"
 )
 
-func TestTextChunk(t *testing.T) {
+func TestTextSpans(t *testing.T) {
 	tests := []struct {
-		name        string
-		data        string
-		wantOK      bool
-		wantContent string
+		name               string
+		data               string
+		wantOK             bool
+		content, reasoning string
 	}{
-		{"plain", `{"id":"x","choices":[{"index":0,"delta":{"content":"Hel"},"finish_reason":null}]}`, true, "Hel"},
-		{"escapes", `{"choices":[{"delta":{"content":"a\"b\\c\n\u00e9"},"finish_reason":null}]}`, true, "a\"b\\c\né"},
-		{"spaces", `{ "choices" : [ { "delta" : { "content" : "x" } , "finish_reason" : null } ] }`, true, "x"},
-		{"reasoning only", `{"choices":[{"delta":{"content":null,"reasoning_content":"think"},"finish_reason":null}]}`, true, ""},
-		{"OpenAI usage null", `{"choices":[{"delta":{"content":"x"},"finish_reason":null}],"usage":null}`, true, "x"},
-		{"finish", `{"choices":[{"delta":{},"finish_reason":"stop"}]}`, false, ""},
-		{"usage", `{"choices":[],"usage":{"prompt_tokens":1}}`, false, ""},
-		{"tool call", `{"choices":[{"delta":{"tool_calls":[{"index":0,"function":{"arguments":"{"}}]}}]}`, false, ""},
-		{"keys inside content are text", `{"choices":[{"delta":{"content":"\"finish_reason\":\"stop\", \"tool_calls\":[1]"},"finish_reason":null}]}`, true, `"finish_reason":"stop", "tool_calls":[1]`},
-		{"logprobs content array", `{"choices":[{"delta":{"content":"x"},"logprobs":{"content":[{"token":"x"}]},"finish_reason":null}]}`, false, ""},
-		{"unterminated", `{"choices":[{"delta":{"content":"x`, false, ""},
+		{"plain", `{"id":"x","choices":[{"index":0,"delta":{"content":"Hel"},"finish_reason":null}]}`, true, "Hel", ""},
+		{"escapes", `{"choices":[{"delta":{"content":"a\"b\\c\n"},"finish_reason":null}]}`, true, `a\"b\\c\n`, ""},
+		{"spaces", `{ "choices" : [ { "delta" : { "content" : "x" } , "finish_reason" : null } ] }`, true, "x", ""},
+		{"reasoning only", `{"choices":[{"delta":{"content":null,"reasoning_content":"think"},"finish_reason":null}]}`, true, "", "think"},
+		{"OpenAI usage null", `{"choices":[{"delta":{"content":"x"},"finish_reason":null}],"usage":null}`, true, "x", ""},
+		{"finish", `{"choices":[{"delta":{},"finish_reason":"stop"}]}`, false, "", ""},
+		{"usage", `{"choices":[],"usage":{"prompt_tokens":1}}`, false, "", ""},
+		{"tool call", `{"choices":[{"delta":{"tool_calls":[{"index":0,"function":{"arguments":"{"}}]}}]}`, false, "", ""},
+		{"keys inside content are text", `{"choices":[{"delta":{"content":"\"finish_reason\":\"stop\""},"finish_reason":null}]}`, true, `\"finish_reason\":\"stop\"`, ""},
+		{"logprobs content array", `{"choices":[{"delta":{"content":"x"},"logprobs":{"content":[{"token":"x"}]},"finish_reason":null}]}`, false, "", ""},
+		{"content twice", `{"choices":[{"delta":{"content":"x"}}],"extra":{"Content":"y"}}`, false, "", ""},
+		{"no choices", `{"error":{"message":"x"}}`, false, "", ""},
+		{"unterminated", `{"choices":[{"delta":{"content":"x`, false, "", ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, ok := textChunk([]byte(tt.data))
-			if ok != tt.wantOK || (ok && got != tt.wantContent) {
-				t.Errorf("textChunk: got (%q, %v), want (%q, %v)", got, ok, tt.wantContent, tt.wantOK)
+			data := []byte(tt.data)
+			cs, rs, ok := textSpans(data)
+			get := func(sp span) string {
+				if sp.start < 0 {
+					return ""
+				}
+				return string(data[sp.start:sp.end])
+			}
+			if ok != tt.wantOK || ok && (get(cs) != tt.content || get(rs) != tt.reasoning) {
+				t.Errorf("textSpans: got (%q, %q, %v), want (%q, %q, %v)", get(cs), get(rs), ok, tt.content, tt.reasoning, tt.wantOK)
 			}
 		})
 	}
 }
 
-// FuzzTextChunk: whenever the one-pass reader says a valid chunk is plain
-// text, a full decode agrees: no tool call, no usage, no finish, the same
-// content.
-func FuzzTextChunk(f *testing.F) {
-	f.Add(`{"choices":[{"delta":{"content":"Hel"},"finish_reason":null}]}`)
-	f.Add(`{"choices":[{"delta":{"content":"a\"b"},"finish_reason":"stop"}],"usage":{"x":1}}`)
-	f.Add(`{"choices":[{"delta":{"tool_calls":[{"index":0}]}}]}`)
-	f.Fuzz(func(t *testing.T, data string) {
-		content, ok := textChunk([]byte(data))
-		if !ok || !json.Valid([]byte(data)) {
-			return
-		}
-		c, err := chat.DecodeChunk([]byte(data))
-		if err != nil {
-			return // valid JSON of another shape: the decode path refuses it too
-		}
-		if c.HasUsage() || c.FinishReason() != "" {
-			t.Fatalf("textChunk said plain, but the chunk has usage or a finish: %s", data)
-		}
-		for _, ch := range c.Choices {
-			if len(ch.Delta.ToolCalls) > 0 || ch.FinishReason != nil {
-				t.Fatalf("textChunk said plain, but a choice has tool calls or a finish: %s", data)
-			}
-		}
-		// The content read must be the delta's wherever the delta has one
-		// (a "content" elsewhere in an odd chunk only feeds the leak scan;
-		// the chunk itself is forwarded as it came).
-		if len(c.Choices) == 1 && c.Choices[0].Delta.Content != nil && content != *c.Choices[0].Delta.Content {
-			want := *c.Choices[0].Delta.Content
-			t.Fatalf("content: got %q, want %q, in %s", content, want, data)
-		}
-	})
-}
-
-// TestTextTemplate: after one chunk was read whole, chunks of the same
-// shape are read by their bytes around the content; anything else is read
-// whole again, and a chunk that is not plain text is never taken for one.
+// TestTextTemplate: after the decoder read one chunk, chunks of the same
+// shape are read by their bytes around the text; anything else is not.
 func TestTextTemplate(t *testing.T) {
 	chunk := func(content string) []byte {
 		return []byte(`{"id":"c1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":` + content + `},"finish_reason":null}]}`)
 	}
-	var tpl textTemplate
+	var tpl textTemplates
+	first := chunk(`"Hel"`)
+	c, err := chat.DecodeChunk(first)
+	if err != nil {
+		t.Fatal(err)
+	}
+	learnFrom(&tpl, first, &c)
 	steps := []struct {
 		name        string
 		data        []byte
 		wantOK      bool
 		wantContent string
 	}{
-		{"first, read whole", chunk(`"Hel"`), true, "Hel"},
 		{"same shape", chunk(`"lo wor"`), true, "lo wor"},
 		{"empty content", chunk(`""`), true, ""},
-		{"escapes: read whole", chunk(`"a\"b\n"`), true, "a\"b\n"},
+		{"escapes", chunk(`"a\"b\n"`), true, "a\"b\n"},
 		{"a quote would end the string", chunk(`"x","finish_reason":"stop"},"y":{"z":"w"`), false, ""},
-		{"another shape", []byte(`{"choices":[{"delta":{"content":"other"},"finish_reason":null}]}`), true, "other"},
+		{"a raw control byte", chunk("\"a\nb\""), false, ""},
+		{"another shape", []byte(`{"choices":[{"delta":{"content":"other"},"finish_reason":null}]}`), false, ""},
 		{"finish", []byte(`{"choices":[{"delta":{},"finish_reason":"stop"}]}`), false, ""},
 		{"back to the first shape", chunk(`"ld"`), true, "ld"},
 	}
 	for _, st := range steps {
-		got, _, ok := tpl.read(st.data)
-		if ok != st.wantOK || (ok && got != st.wantContent) {
-			t.Errorf("%s: got (%q, %v), want (%q, %v)", st.name, got, ok, st.wantContent, st.wantOK)
+		got, reasoning, ok := tpl.read(st.data)
+		if ok != st.wantOK || reasoning || (ok && got != st.wantContent) {
+			t.Errorf("%s: got (%q, %v, %v), want (%q, false, %v)", st.name, got, reasoning, ok, st.wantContent, st.wantOK)
 		}
 	}
 }
 
-// FuzzTextTemplate: reading through a template learned from any plain
-// chunk agrees with reading whole.
+// FuzzTextTemplate: a chunk read through a template learned from any
+// chunk the decoder read is one the decoder reads the same way: a plain
+// text chunk with that content, or with reasoning and no content.
 func FuzzTextTemplate(f *testing.F) {
 	f.Add(`{"choices":[{"delta":{"content":"a"},"finish_reason":null}]}`, `{"choices":[{"delta":{"content":"b"},"finish_reason":null}]}`)
 	f.Add(`{"choices":[{"delta":{"content":"a"},"finish_reason":null}]}`, `{"choices":[{"delta":{"content":"b"},"finish_reason":"stop"}]}`)
+	f.Add(`{"choices":[{"delta":{"content":null,"reasoning_content":"a"}}]}`, `{"choices":[{"delta":{"content":null,"reasoning_content":"b\"c"}}]}`)
 	f.Fuzz(func(t *testing.T, first, second string) {
-		var tpl textTemplate
-		tpl.read([]byte(first))
-		got, _, ok := tpl.read([]byte(second))
-		want, wantOK := textChunk([]byte(second))
-		if ok != wantOK || (ok && got != want) {
-			t.Fatalf("template read (%q, %v), whole read (%q, %v)\nfirst:  %s\nsecond: %s", got, ok, want, wantOK, first, second)
+		c, err := chat.DecodeChunk([]byte(first))
+		if err != nil {
+			return
+		}
+		var tpl textTemplates
+		learnFrom(&tpl, []byte(first), &c)
+		got, reasoning, ok := tpl.read([]byte(second))
+		if !ok {
+			return
+		}
+		d, err := chat.DecodeChunk([]byte(second))
+		if err != nil || !json.Valid([]byte(second)) {
+			t.Fatalf("template read a chunk the decoder refuses: %s", second)
+		}
+		if d.HasUsage() || len(d.Choices) != 1 || d.FinishReason() != "" || len(d.Choices[0].Delta.ToolCalls) > 0 {
+			t.Fatalf("template read a chunk that is not plain text: %s", second)
+		}
+		delta := d.Choices[0].Delta
+		switch {
+		case reasoning && (delta.ReasoningContent == nil || delta.Content != nil && *delta.Content != ""):
+			t.Fatalf("template read reasoning, the decoder %+v, from %s", delta, second)
+		case !reasoning && (delta.Content == nil || *delta.Content != asDecoded(got) || delta.ReasoningContent != nil):
+			t.Fatalf("template read content %q, the decoder %+v, from %s", got, delta, second)
 		}
 	})
 }
@@ -154,4 +154,27 @@ func FuzzArgsTemplate(f *testing.F) {
 			t.Fatalf("template read %+v, decoder %+v, from %s", got, want, second)
 		}
 	})
+}
+
+// learnFrom learns from a decoded chunk as the answer reader does: only a
+// plain text chunk whose spans the one-pass read found.
+func learnFrom(tpl *textTemplates, data []byte, c *chat.Chunk) {
+	if c.HasUsage() || len(c.Choices) != 1 || c.FinishReason() != "" || len(c.Choices[0].Delta.ToolCalls) > 0 {
+		return
+	}
+	if cs, rs, ok := textSpans(data); ok {
+		tpl.learn(data, &c.Choices[0].Delta, cs, rs)
+	}
+}
+
+// asDecoded is s as the decoder reads it: the template hands on the bytes
+// of an escape-free string as they came, invalid UTF-8 included, where
+// the decoder puts replacement characters.
+func asDecoded(s string) string {
+	if utf8.ValidString(s) {
+		return s
+	}
+	var out string
+	_ = json.Unmarshal([]byte(`"`+s+`"`), &out)
+	return out
 }
