@@ -30,6 +30,7 @@ import (
 	"github.com/phasegate/phasegate/protocol/chat"
 	"github.com/phasegate/phasegate/proxy"
 	"github.com/phasegate/phasegate/proxy/proxytest"
+	"github.com/phasegate/phasegate/sim"
 	"github.com/phasegate/phasegate/tools"
 )
 
@@ -110,7 +111,7 @@ scan:
 
 // tsPersona decides what the model streams; the stream ends with its
 // finish, the double adds usage and [DONE].
-type tsPersona func(st tsState) *proxytest.Stream
+type tsPersona func(st tsState) *sim.Stream
 
 var tsFiles = []string{"a.go", "b.go", "c.go", "d.go", "e.go", "f.go"}
 
@@ -118,8 +119,8 @@ var tsFiles = []string{"a.go", "b.go", "c.go", "d.go", "e.go", "f.go"}
 // bursts parallel calls, repeats the call it just ran (respaced), sends
 // malformed arguments or an undeclared tool, and only then moves on to the
 // next file. Offered no tools, it answers, still trying one more call.
-func tsChainer(st tsState) *proxytest.Stream {
-	s := proxytest.NewStream(tsModel).Role()
+func tsChainer(st tsState) *sim.Stream {
+	s := sim.NewStream(tsModel).Role()
 	k := len(st.executed)
 	switch {
 	case !st.tools:
@@ -147,8 +148,8 @@ func tsChainer(st tsState) *proxytest.Stream {
 
 // tsLooper is a DeepSeek that never moves on: once a call ran, it repeats
 // it, in the same response bursting the repeat with others.
-func tsLooper(st tsState) *proxytest.Stream {
-	s := proxytest.NewStream(tsModel).Role()
+func tsLooper(st tsState) *sim.Stream {
+	s := sim.NewStream(tsModel).Role()
 	switch {
 	case !st.tools:
 		return s.Content("Final answer: a.go holds the code.").Finish("stop")
@@ -166,21 +167,21 @@ func tsLooper(st tsState) *proxytest.Stream {
 // message without its reasoning_content (DESIGN §2), streams only, and
 // sends usage with its cache fields when asked.
 func tsDeepSeek(t *testing.T, persona tsPersona) proxytest.Responder {
-	return func(r proxytest.Received) proxytest.Reply {
+	return func(r proxytest.Received) sim.Reply {
 		req, err := chat.ParseRequest(r.Body)
 		if err != nil {
 			t.Errorf("upstream got a request that does not parse: %v", err)
-			return proxytest.Error(http.StatusBadRequest, err.Error(), "invalid_request_error", "invalid_request_error")
+			return sim.Error(http.StatusBadRequest, err.Error(), "invalid_request_error", "invalid_request_error")
 		}
 		for i, m := range req.Messages {
 			if m.Role == chat.RoleAssistant && len(m.ToolCalls) > 0 && (m.ReasoningContent == nil || *m.ReasoningContent == "") {
 				t.Errorf("upstream got assistant message %d with tool calls but no reasoning_content", i)
-				return proxytest.Error(http.StatusBadRequest, "Missing `reasoning_content` field in the assistant message", "invalid_request_error", "invalid_request_error")
+				return sim.Error(http.StatusBadRequest, "Missing `reasoning_content` field in the assistant message", "invalid_request_error", "invalid_request_error")
 			}
 		}
 		if !req.Stream {
 			t.Errorf("the guard asked the upstream without streaming")
-			return proxytest.Error(http.StatusBadRequest, "this double streams only", "invalid_request_error", "invalid_request_error")
+			return sim.Error(http.StatusBadRequest, "this double streams only", "invalid_request_error", "invalid_request_error")
 		}
 		s := persona(tsReadState(req))
 		if req.IncludeUsage {
@@ -579,7 +580,7 @@ func TestTwoStageE2EAgentLoop(t *testing.T) {
 // text before it, one finish, the usage of the upstream, and the
 // extension field go-openai ignores.
 func TestTwoStageE2EOneCallPerResponse(t *testing.T) {
-	burst := proxytest.NewStream(tsModel).Role().Reasoning("Three files.").Content("Reading ", "them.").
+	burst := sim.NewStream(tsModel).Role().Reasoning("Three files.").Content("Reading ", "them.").
 		ToolCall(0, "call_a", "read_file", `{"pa`, `th":"a.go"}`).
 		ToolCall(1, "call_b", "read_file", `{"path":"b.go"}`).
 		ToolCall(2, "call_c", "write_file", `{"path":"c.go","text":"x"}`).Finish("tool_calls").
@@ -646,7 +647,7 @@ func TestTwoStageE2EOneCallPerResponse(t *testing.T) {
 // off, and the default route then passes requests through.
 func TestTwoStageE2ERoutes(t *testing.T) {
 	t.Parallel()
-	answer := proxytest.NewStream(tsModel).Role().Content("hi").Finish("stop").Done()
+	answer := sim.NewStream(tsModel).Role().Content("hi").Finish("stop").Done()
 	tests := []struct {
 		name         string
 		guard        bool
@@ -749,7 +750,7 @@ func TestTwoStageE2ESeveralChoices(t *testing.T) {
 		return `{"id":"chatcmpl-n","object":"chat.completion.chunk","created":1,"model":"` + tsModel + `","choices":[{"index":` +
 			strconv.Itoa(index) + `,"delta":` + delta + `,"finish_reason":` + finish + `}]}`
 	}
-	events := proxytest.NewStream(tsModel).Raw(chunk(0, `{"role":"assistant","content":"one"}`, "null")).
+	events := sim.NewStream(tsModel).Raw(chunk(0, `{"role":"assistant","content":"one"}`, "null")).
 		Raw(chunk(1, `{"role":"assistant","content":"two"}`, "null")).
 		Raw(chunk(0, `{}`, `"stop"`)).Raw(chunk(1, `{}`, `"stop"`)).Done()
 	up, gw := tsGateway(t, proxytest.Script(events.Reply()), protocol.NewTwoStage(protocol.TwoStageConfig{}, nil), false)
@@ -782,14 +783,14 @@ func TestTwoStageE2ESeveralChoices(t *testing.T) {
 // request instead, asking the upstream again with the client's own body.
 func TestTwoStageE2EFallback(t *testing.T) {
 	t.Parallel()
-	garbage := proxytest.Reply{Events: []proxytest.Event{{Data: "this is not json"}, {Data: "[DONE]"}}}
-	good := proxytest.NewStream(tsModel).Role().Content("fallback ", "answer").Finish("stop").Done()
-	completion := proxytest.Completion(tsModel, map[string]any{"content": "fallback answer"}, "stop",
+	garbage := sim.Reply{Events: []sim.Event{{Data: "this is not json"}, {Data: "[DONE]"}}}
+	good := sim.NewStream(tsModel).Role().Content("fallback ", "answer").Finish("stop").Done()
+	completion := sim.Completion(tsModel, map[string]any{"content": "fallback answer"}, "stop",
 		map[string]any{"prompt_tokens": 3, "completion_tokens": 2, "total_tokens": 5})
 	tests := []struct {
 		name   string
 		stream bool
-		second proxytest.Reply
+		second sim.Reply
 	}{
 		{name: "streaming client", stream: true, second: good.Reply()},
 		{name: "non-streaming client", stream: false, second: completion},
@@ -865,8 +866,8 @@ func TestTwoStageE2EBadLimitHeaders(t *testing.T) {
 // the allowlist, and a call off it is refused, never forwarded.
 func TestTwoStageE2EPlanMode(t *testing.T) {
 	t.Parallel()
-	offList := proxytest.NewStream(tsModel).Role().Reasoning("Write it.").ToolCall(0, "call_w", "write_file", `{"path":"x","text":"y"}`).Finish("tool_calls").Done()
-	onList := proxytest.NewStream(tsModel).Role().Reasoning("Read it.").ToolCall(0, "call_r", "read_file", `{"path":"x"}`).Finish("tool_calls").Done()
+	offList := sim.NewStream(tsModel).Role().Reasoning("Write it.").ToolCall(0, "call_w", "write_file", `{"path":"x","text":"y"}`).Finish("tool_calls").Done()
+	onList := sim.NewStream(tsModel).Role().Reasoning("Read it.").ToolCall(0, "call_r", "read_file", `{"path":"x"}`).Finish("tool_calls").Done()
 	up, gw := tsGateway(t, proxytest.Script(offList.Reply(), onList.Reply()),
 		protocol.NewTwoStage(protocol.TwoStageConfig{PlanTools: []string{"read_file", "list_dir"}}, nil), true)
 	client, tap := tsClient(gw, "/v1", http.Header{"X-Project-Id": {tsProject}, "X-Phasegate-Mode": {"plan"}})
@@ -912,9 +913,9 @@ func tsWaitCancelled(t *testing.T, up *proxytest.Upstream) {
 // generating (here: holding the stream open), is abandoned.
 func TestTwoStageE2EStopsReadingAfterTheCall(t *testing.T) {
 	t.Parallel()
-	events := proxytest.NewStream(tsModel).Role().Content("Reading.").
+	events := sim.NewStream(tsModel).Role().Content("Reading.").
 		ToolCall(0, "call_a", "read_file", `{"path":"a.go"}`).ToolCall(1, "call_b", "read_file", `{"path":"b.go"}`).Events()
-	up, gw := tsGateway(t, proxytest.Script(proxytest.Reply{Events: events, Hang: true}), protocol.NewTwoStage(protocol.TwoStageConfig{}, nil), false)
+	up, gw := tsGateway(t, proxytest.Script(sim.Reply{Events: events, Hang: true}), protocol.NewTwoStage(protocol.TwoStageConfig{}, nil), false)
 	resp, body := tsPost(t, gw, "/v1/chat/completions", tsBody(true, ""), nil)
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("status = %d: %s", resp.StatusCode, body)
@@ -933,8 +934,8 @@ func TestTwoStageE2EStopsReadingAfterTheCall(t *testing.T) {
 // the upstream call.
 func TestTwoStageE2EClientLeaves(t *testing.T) {
 	t.Parallel()
-	events := proxytest.NewStream(tsModel).Role().Content("first ").Events()
-	up, gw := tsGateway(t, proxytest.Script(proxytest.Reply{Events: events, Hang: true}), protocol.NewTwoStage(protocol.TwoStageConfig{}, nil), false)
+	events := sim.NewStream(tsModel).Role().Content("first ").Events()
+	up, gw := tsGateway(t, proxytest.Script(sim.Reply{Events: events, Hang: true}), protocol.NewTwoStage(protocol.TwoStageConfig{}, nil), false)
 	req, err := http.NewRequestWithContext(tsContext(t), http.MethodPost, gw.URL+"/v1/chat/completions", strings.NewReader(tsBody(true, "")))
 	if err != nil {
 		t.Fatal(err)
