@@ -169,6 +169,7 @@ func (r *answerReader) passChunk(data []byte, yield yieldFunc) error {
 	} else if err := streamError(data); err != nil {
 		return err
 	}
+	r.opened = true // what follows a forwarded chunk is no opening
 	if bytes.Contains(data, usageKey) {
 		if u := usageOf(data); u != nil {
 			if err := emit(yield, Step{Kind: StepUsage, Usage: u}); err != nil {
@@ -258,6 +259,7 @@ func (r *answerReader) guardDelta(data []byte, c *chat.Chunk, yield yieldFunc) e
 		}
 	}
 	if len(d.ToolCalls) > 0 {
+		r.opened = true
 		for _, td := range d.ToolCalls {
 			r.acc.Add(td)
 		}
@@ -279,6 +281,7 @@ func (r *answerReader) text(data []byte, content string, thought, plain bool, yi
 	if content == "" && !thought {
 		return nil // an empty chunk says nothing
 	}
+	r.opened = true // what follows text is no opening
 	r.said = append(r.said, data)
 	out, calls := r.leak.Feed(content)
 	st := Step{Kind: StepText, Data: data, Raw: plain && out == content}

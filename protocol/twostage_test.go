@@ -18,7 +18,7 @@ import (
 	"github.com/phasegate/phasegate/metrics"
 	"github.com/phasegate/phasegate/protocol"
 	"github.com/phasegate/phasegate/protocol/chat"
-	"github.com/phasegate/phasegate/proxy/proxytest"
+	"github.com/phasegate/phasegate/sim"
 	"github.com/phasegate/phasegate/tools"
 )
 
@@ -38,7 +38,7 @@ type reply struct {
 
 // streamReply turns a proxytest stream into a reply: the data of its
 // events, comments and delays left out.
-func streamReply(s *proxytest.Stream) reply {
+func streamReply(s *sim.Stream) reply {
 	var r reply
 	for _, ev := range s.Events() {
 		if ev.Data != "" {
@@ -256,7 +256,7 @@ func exchange(req *chat.Request, up protocol.Upstream, limits protocol.Limits) *
 	return &protocol.Exchange{Request: req, RequestID: "req-1", ProjectID: "proj-1", Upstream: up, Limits: limits}
 }
 
-func stream() *proxytest.Stream { return proxytest.NewStream(model) }
+func stream() *sim.Stream { return sim.NewStream(model) }
 
 // rawChunk is a chunk with one choice, written by hand for shapes the
 // proxytest builder does not make.
@@ -593,7 +593,7 @@ func TestTwoStageForwardsTheFirstCompleteCall(t *testing.T) {
 	type call struct{ id, name, args string }
 	tests := []struct {
 		name string
-		up   *proxytest.Stream
+		up   *sim.Stream
 		// wantRead is the number of upstream events read: up to the one
 		// that completes the first call, and not one more.
 		wantRead int
@@ -717,7 +717,7 @@ func TestTwoStageRefusesAndReasks(t *testing.T) {
 		history []string
 		limits  protocol.Limits
 		cfg     protocol.TwoStageConfig
-		bad     *proxytest.Stream
+		bad     *sim.Stream
 		// call is the refused call, to compute the notice of verdicts
 		// whose text comes from the policy.
 		call          chat.ToolCall
@@ -1004,7 +1004,7 @@ func TestTwoStageCycleBudget(t *testing.T) {
 		history   []string
 		cfg       protocol.TwoStageConfig
 		limits    protocol.Limits
-		up        *proxytest.Stream
+		up        *sim.Stream
 		wantFinal string // "" means a normal call, with tools
 	}{
 		{name: "three executed calls", history: history(three...), up: answer, wantFinal: cycleNotice(3, 3, 3, 3)},
@@ -1355,7 +1355,7 @@ func TestTwoStagePhaseMetadata(t *testing.T) {
 func TestTwoStageDoneWithoutFinish(t *testing.T) {
 	tests := []struct {
 		name       string
-		up         *proxytest.Stream
+		up         *sim.Stream
 		wantFinish string
 		wantCall   string
 	}{

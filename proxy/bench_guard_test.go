@@ -12,6 +12,7 @@ import (
 	"github.com/phasegate/phasegate/protocol"
 	"github.com/phasegate/phasegate/proxy"
 	"github.com/phasegate/phasegate/proxy/proxytest"
+	"github.com/phasegate/phasegate/sim"
 )
 
 // BenchmarkGuardStream serves the same 200-chunk streams through
@@ -21,12 +22,12 @@ import (
 // streams 150 text chunks, then a call in 48 argument fragments and a
 // second call the guard never forwards.
 func BenchmarkGuardStream(b *testing.B) {
-	text := proxytest.NewStream(testModel).Role()
+	text := sim.NewStream(testModel).Role()
 	for i := range benchChunks - 2 {
 		text.Content("token" + strings.Repeat("x", i%7) + " ")
 	}
 	text.Finish("stop").Done()
-	call := proxytest.NewStream(testModel).Role()
+	call := sim.NewStream(testModel).Role()
 	for i := range 150 {
 		call.Content("word" + strings.Repeat("y", i%5) + " ")
 	}
@@ -36,14 +37,14 @@ func BenchmarkGuardStream(b *testing.B) {
 	}
 	args = append(args, `.go"}`)
 	call.ToolCall(0, "call_1", "read_file", args...).ToolCall(1, "call_2", "read_file", `{"path":"b.go"}`).Finish("tool_calls").Done()
-	streams := map[string]proxytest.Reply{"text": text.Reply(), "tool-call": call.Reply()}
+	streams := map[string]sim.Reply{"text": text.Reply(), "tool-call": call.Reply()}
 	body := `{"model":"` + testModel + `","stream":true,"messages":[{"role":"user","content":"Read a.go."}],` +
 		`"tools":[{"type":"function","function":{"name":"read_file","parameters":{"type":"object","properties":{"path":{"type":"string"}},"required":["path"]}}}]}`
 	for _, kind := range []string{"text", "tool-call"} {
 		for _, route := range []string{"standard", "two-stage"} {
 			b.Run(kind+"/"+route, func(b *testing.B) {
 				reply := streams[kind]
-				_, usrv := proxytest.NewServer(b, func(proxytest.Received) proxytest.Reply { return reply })
+				_, usrv := proxytest.NewServer(b, func(proxytest.Received) sim.Reply { return reply })
 				gw := serveGateway(b, config(usrv), proxy.Options{TwoStage: protocol.NewTwoStage(protocol.TwoStageConfig{}, nil)})
 				tr := http.DefaultTransport.(*http.Transport).Clone()
 				b.Cleanup(tr.CloseIdleConnections)

@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/phasegate/phasegate/proxy/proxytest"
+	"github.com/phasegate/phasegate/sim"
 )
 
 // benchPair is a double and a gateway in front of it, and a client with
@@ -69,9 +70,9 @@ func p50(d []time.Duration) time.Duration {
 // the double and through the gateway, interleaved so both see the same
 // machine, and reports the median of each and what the gateway adds.
 func BenchmarkNonStreamingAddedLatency(b *testing.B) {
-	reply := proxytest.Completion(testModel, map[string]any{"content": "Hello! How can I help you today?", "reasoning_content": "Greet back."}, "stop",
+	reply := sim.Completion(testModel, map[string]any{"content": "Hello! How can I help you today?", "reasoning_content": "Greet back."}, "stop",
 		map[string]any{"prompt_tokens": 12, "completion_tokens": 9, "total_tokens": 21, "prompt_cache_hit_tokens": 8})
-	p := newBenchPair(b, func(proxytest.Received) proxytest.Reply { return reply })
+	p := newBenchPair(b, func(proxytest.Received) sim.Reply { return reply })
 	body := `{"model":"` + testModel + `","messages":[{"role":"system","content":"You are helpful."},{"role":"user","content":"Hi there"}],"temperature":0}`
 	p.roundTrip(b, p.direct, body) // warm the connections
 	p.roundTrip(b, p.gateway, body)
@@ -111,7 +112,7 @@ const benchChunks = 200
 // double and, through the gateway, the gateway), direct and through the
 // gateway: the difference is the gateway's.
 func BenchmarkStream(b *testing.B) {
-	s := proxytest.NewStream(testModel).Role()
+	s := sim.NewStream(testModel).Role()
 	for i := range benchChunks - 2 {
 		s.Content("token" + strings.Repeat("x", i%7) + " ")
 	}
@@ -119,7 +120,7 @@ func BenchmarkStream(b *testing.B) {
 	body := `{"model":"` + testModel + `","stream":true,"messages":[{"role":"user","content":"Write a poem."}]}`
 	for _, route := range []string{"direct", "gateway"} {
 		b.Run(route, func(b *testing.B) {
-			p := newBenchPair(b, func(proxytest.Received) proxytest.Reply { return reply })
+			p := newBenchPair(b, func(proxytest.Received) sim.Reply { return reply })
 			url := p.direct
 			if route == "gateway" {
 				url = p.gateway
@@ -150,11 +151,11 @@ func BenchmarkStream(b *testing.B) {
 // direct and through the gateway: the difference is the gateway's.
 func BenchmarkOpenStreamMemory(b *testing.B) {
 	const streams = 200
-	reply := proxytest.Reply{Events: proxytest.NewStream(testModel).Role().Content("Once").Events(), Hang: true}
+	reply := sim.Reply{Events: sim.NewStream(testModel).Role().Content("Once").Events(), Hang: true}
 	body := `{"model":"` + testModel + `","stream":true,"messages":[{"role":"user","content":"hi"}]}`
 	for _, route := range []string{"direct", "gateway"} {
 		b.Run(route, func(b *testing.B) {
-			p := newBenchPair(b, func(proxytest.Received) proxytest.Reply { return reply })
+			p := newBenchPair(b, func(proxytest.Received) sim.Reply { return reply })
 			url := p.direct
 			if route == "gateway" {
 				url = p.gateway

@@ -11,6 +11,7 @@ import (
 
 	"github.com/phasegate/phasegate/proxy"
 	"github.com/phasegate/phasegate/proxy/proxytest"
+	"github.com/phasegate/phasegate/sim"
 )
 
 // errorBody decodes an OpenAI-style error body and checks its shape.
@@ -139,7 +140,7 @@ func TestDefaultBodyLimit(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			_, gw := startUpstream(t, proxytest.Script(proxytest.Completion(testModel, map[string]any{"content": "hi"}, "stop", nil)))
+			_, gw := startUpstream(t, proxytest.Script(sim.Completion(testModel, map[string]any{"content": "hi"}, "stop", nil)))
 			resp := post(t, testContext(t), gw, "/v1/chat/completions", string(paddedBody(tt.size)), nil)
 			if resp.StatusCode != tt.status {
 				t.Fatalf("status = %d, want %d", resp.StatusCode, tt.status)
@@ -160,9 +161,9 @@ func TestUpstreamFailures(t *testing.T) {
 	t.Parallel()
 	// silent holds the answer before any header until released.
 	silent := func(release <-chan struct{}) proxytest.Responder {
-		return func(proxytest.Received) proxytest.Reply {
+		return func(proxytest.Received) sim.Reply {
 			<-release
-			return proxytest.Reply{Status: http.StatusServiceUnavailable}
+			return sim.Reply{Status: http.StatusServiceUnavailable}
 		}
 	}
 	tests := []struct {
@@ -182,19 +183,19 @@ func TestUpstreamFailures(t *testing.T) {
 		{name: "unreachable stream", stream: true, closed: true, status: 502, wantCode: "upstream_unreachable"},
 		{name: "no headers before the first-byte timeout", respond: silent, timeouts: proxy.Timeouts{FirstByte: 200 * time.Millisecond}, status: 504, wantCode: "upstream_timeout"},
 		{name: "no headers before the first-byte timeout, stream", stream: true, respond: silent, timeouts: proxy.Timeouts{FirstByte: 200 * time.Millisecond}, status: 504, wantCode: "upstream_timeout"},
-		{name: "no body before the request timeout", respond: func(<-chan struct{}) proxytest.Responder { return proxytest.Script(proxytest.Reply{Hang: true}) },
+		{name: "no body before the request timeout", respond: func(<-chan struct{}) proxytest.Responder { return proxytest.Script(sim.Reply{Hang: true}) },
 			timeouts: proxy.Timeouts{Request: 200 * time.Millisecond}, status: 504, wantCode: "request_timeout"},
 		{name: "no headers before the request timeout, stream", stream: true, respond: silent, timeouts: proxy.Timeouts{Request: 200 * time.Millisecond}, status: 504, wantCode: "request_timeout"},
 		{name: "headers but no event before the first-byte timeout, stream", stream: true,
 			respond: func(<-chan struct{}) proxytest.Responder {
-				return proxytest.Script(proxytest.Reply{Events: []proxytest.Event{}, Hang: true})
+				return proxytest.Script(sim.Reply{Events: []sim.Event{}, Hang: true})
 			},
 			timeouts: proxy.Timeouts{FirstByte: 200 * time.Millisecond}, status: 504, wantCode: "upstream_timeout"},
 		{name: "first event over the event limit, stream", stream: true, respond: func(<-chan struct{}) proxytest.Responder {
-			return proxytest.Script(proxytest.NewStream(testModel).Role().Content(strings.Repeat("x", 8192)).Finish("stop").Done().Reply())
+			return proxytest.Script(sim.NewStream(testModel).Role().Content(strings.Repeat("x", 8192)).Finish("stop").Done().Reply())
 		}, maxEvent: 4096, status: 502, wantCode: "upstream_event_too_large"},
 		{name: "answer over the response limit", respond: func(<-chan struct{}) proxytest.Responder {
-			return proxytest.Script(proxytest.Completion(testModel, map[string]any{"content": strings.Repeat("x", 4096)}, "stop", nil))
+			return proxytest.Script(sim.Completion(testModel, map[string]any{"content": strings.Repeat("x", 4096)}, "stop", nil))
 		}, maxResponse: 1024, status: 502, wantCode: "upstream_response_too_large"},
 	}
 	for _, tt := range tests {
@@ -231,13 +232,13 @@ func TestUpstreamErrorsRelayed(t *testing.T) {
 	tests := []struct {
 		name   string
 		stream bool
-		reply  proxytest.Reply
+		reply  sim.Reply
 	}{
-		{name: "400", reply: proxytest.Error(400, "The reasoning_content in the thinking mode must be passed back to the API.", "invalid_request_error", "invalid_request_error")},
-		{name: "401 stream", stream: true, reply: proxytest.Error(401, "Incorrect API key provided", "invalid_request_error", "invalid_api_key")},
-		{name: "429 with vendor fields", reply: proxytest.Reply{Status: 429, Header: http.Header{"Retry-After": {"20"}}, Body: []byte(`{"error":{"message":"Rate limit","type":"requests","param":null,"code":"rate_limit_exceeded","x_vendor":1}}`)}},
-		{name: "500 stream", stream: true, reply: proxytest.Error(500, "The server had an error", "server_error", "")},
-		{name: "503 HTML", reply: proxytest.Reply{Status: 503, Header: http.Header{"Content-Type": {"text/html"}}, Body: []byte("<html><body>Service Unavailable</body></html>")}},
+		{name: "400", reply: sim.Error(400, "The reasoning_content in the thinking mode must be passed back to the API.", "invalid_request_error", "invalid_request_error")},
+		{name: "401 stream", stream: true, reply: sim.Error(401, "Incorrect API key provided", "invalid_request_error", "invalid_api_key")},
+		{name: "429 with vendor fields", reply: sim.Reply{Status: 429, Header: http.Header{"Retry-After": {"20"}}, Body: []byte(`{"error":{"message":"Rate limit","type":"requests","param":null,"code":"rate_limit_exceeded","x_vendor":1}}`)}},
+		{name: "500 stream", stream: true, reply: sim.Error(500, "The server had an error", "server_error", "")},
+		{name: "503 HTML", reply: sim.Reply{Status: 503, Header: http.Header{"Content-Type": {"text/html"}}, Body: []byte("<html><body>Service Unavailable</body></html>")}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

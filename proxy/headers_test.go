@@ -8,6 +8,7 @@ import (
 
 	"github.com/phasegate/phasegate/proxy"
 	"github.com/phasegate/phasegate/proxy/proxytest"
+	"github.com/phasegate/phasegate/sim"
 )
 
 var generatedID = regexp.MustCompile(`^pg-[0-9a-f]{24}$`)
@@ -32,16 +33,16 @@ var rateLimitHeaders = []string{"X-Ratelimit-Limit-Requests", "X-Ratelimit-Remai
 // and sent upstream, whatever id the upstream answers with.
 func TestRequestID(t *testing.T) {
 	t.Parallel()
-	withHeader := func(r proxytest.Reply) proxytest.Reply { r.Header = upstreamHeader(); return r }
-	stream := withHeader(proxytest.NewStream(testModel).Role().Content("hi").Finish("stop").Done().Reply())
-	completion := withHeader(proxytest.Completion(testModel, map[string]any{"content": "hi"}, "stop", nil))
-	failure := withHeader(proxytest.Error(http.StatusTooManyRequests, "slow down", "rate_limit_error", "rate_limit_exceeded"))
+	withHeader := func(r sim.Reply) sim.Reply { r.Header = upstreamHeader(); return r }
+	stream := withHeader(sim.NewStream(testModel).Role().Content("hi").Finish("stop").Done().Reply())
+	completion := withHeader(sim.Completion(testModel, map[string]any{"content": "hi"}, "stop", nil))
+	failure := withHeader(sim.Error(http.StatusTooManyRequests, "slow down", "rate_limit_error", "rate_limit_exceeded"))
 	tests := []struct {
 		name   string
 		sent   string // "" sends none
 		path   string
 		body   string
-		reply  proxytest.Reply
+		reply  sim.Reply
 		status int
 		// generated means the gateway must make an id up.
 		generated bool
@@ -52,7 +53,7 @@ func TestRequestID(t *testing.T) {
 		{name: "generated, non-streaming", path: "/standard/v1/chat/completions", body: chatBody(false), reply: completion, status: 200, generated: true},
 		{name: "kept on a relayed upstream error", sent: "client-id-3", path: "/v1/chat/completions", body: chatBody(false), reply: failure, status: 429},
 		{name: "replaced when longer than 200 bytes", sent: strings.Repeat("x", 201), path: "/v1/chat/completions", body: chatBody(false), reply: completion, status: 200, generated: true},
-		{name: "kept on a pass-through", sent: "client-id-4", path: "/v1/embeddings", body: `{"model":"text-embedding-3-small","input":"hi"}`, reply: withHeader(proxytest.Reply{Body: []byte(`{"object":"list","data":[]}`)}), status: 200},
+		{name: "kept on a pass-through", sent: "client-id-4", path: "/v1/embeddings", body: `{"model":"text-embedding-3-small","input":"hi"}`, reply: withHeader(sim.Reply{Body: []byte(`{"object":"list","data":[]}`)}), status: 200},
 		{name: "generated on a gateway error", path: "/v1/chat/completions", body: `{`, status: 400, generated: true},
 	}
 	for _, tt := range tests {
@@ -136,17 +137,17 @@ func TestHopByHopHeaders(t *testing.T) {
 		"Proxy-Authenticate": {"Basic"},
 		"X-End-To-End-Up":    {"kept"},
 	}
-	withHeader := func(r proxytest.Reply) proxytest.Reply { r.Header = upHeader; return r }
+	withHeader := func(r sim.Reply) sim.Reply { r.Header = upHeader; return r }
 	tests := []struct {
 		name  string
 		path  string
 		body  string
-		reply proxytest.Reply
+		reply sim.Reply
 	}{
-		{name: "stream", path: "/v1/chat/completions", body: chatBody(true), reply: withHeader(proxytest.NewStream(testModel).Role().Finish("stop").Done().Reply())},
-		{name: "non-streaming", path: "/v1/chat/completions", body: chatBody(false), reply: withHeader(proxytest.Completion(testModel, map[string]any{"content": "hi"}, "stop", nil))},
-		{name: "upstream error", path: "/v1/chat/completions", body: chatBody(false), reply: withHeader(proxytest.Error(http.StatusBadRequest, "bad", "invalid_request_error", "bad"))},
-		{name: "pass-through", path: "/v1/embeddings", body: `{"model":"m","input":"x"}`, reply: withHeader(proxytest.Reply{Body: []byte(`{}`)})},
+		{name: "stream", path: "/v1/chat/completions", body: chatBody(true), reply: withHeader(sim.NewStream(testModel).Role().Finish("stop").Done().Reply())},
+		{name: "non-streaming", path: "/v1/chat/completions", body: chatBody(false), reply: withHeader(sim.Completion(testModel, map[string]any{"content": "hi"}, "stop", nil))},
+		{name: "upstream error", path: "/v1/chat/completions", body: chatBody(false), reply: withHeader(sim.Error(http.StatusBadRequest, "bad", "invalid_request_error", "bad"))},
+		{name: "pass-through", path: "/v1/embeddings", body: `{"model":"m","input":"x"}`, reply: withHeader(sim.Reply{Body: []byte(`{}`)})},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -185,17 +186,17 @@ func TestHopByHopHeaders(t *testing.T) {
 // reach the client on every kind of answer.
 func TestRateLimitHeadersPassedBack(t *testing.T) {
 	t.Parallel()
-	withHeader := func(r proxytest.Reply) proxytest.Reply { r.Header = upstreamHeader(); return r }
+	withHeader := func(r sim.Reply) sim.Reply { r.Header = upstreamHeader(); return r }
 	tests := []struct {
 		name   string
 		body   string
-		reply  proxytest.Reply
+		reply  sim.Reply
 		status int
 	}{
-		{name: "stream", body: chatBody(true), reply: withHeader(proxytest.NewStream(testModel).Role().Content("hi").Finish("stop").Done().Reply()), status: 200},
-		{name: "non-streaming", body: chatBody(false), reply: withHeader(proxytest.Completion(testModel, map[string]any{"content": "hi"}, "stop", nil)), status: 200},
-		{name: "rate limited", body: chatBody(false), reply: withHeader(proxytest.Error(http.StatusTooManyRequests, "slow down", "rate_limit_error", "rate_limit_exceeded")), status: 429},
-		{name: "rate limited stream", body: chatBody(true), reply: withHeader(proxytest.Error(http.StatusTooManyRequests, "slow down", "rate_limit_error", "rate_limit_exceeded")), status: 429},
+		{name: "stream", body: chatBody(true), reply: withHeader(sim.NewStream(testModel).Role().Content("hi").Finish("stop").Done().Reply()), status: 200},
+		{name: "non-streaming", body: chatBody(false), reply: withHeader(sim.Completion(testModel, map[string]any{"content": "hi"}, "stop", nil)), status: 200},
+		{name: "rate limited", body: chatBody(false), reply: withHeader(sim.Error(http.StatusTooManyRequests, "slow down", "rate_limit_error", "rate_limit_exceeded")), status: 429},
+		{name: "rate limited stream", body: chatBody(true), reply: withHeader(sim.Error(http.StatusTooManyRequests, "slow down", "rate_limit_error", "rate_limit_exceeded")), status: 429},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -235,7 +236,7 @@ func TestAuthorization(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			up, usrv := proxytest.NewServer(t, proxytest.Script(proxytest.Completion(testModel, map[string]any{"content": "hi"}, "stop", nil)))
+			up, usrv := proxytest.NewServer(t, proxytest.Script(sim.Completion(testModel, map[string]any{"content": "hi"}, "stop", nil)))
 			cfg := config(usrv)
 			cfg.Providers[0].APIKey = tt.key
 			gw := newGateway(t, cfg)

@@ -16,6 +16,7 @@ import (
 
 	"github.com/phasegate/phasegate/proxy"
 	"github.com/phasegate/phasegate/proxy/proxytest"
+	"github.com/phasegate/phasegate/sim"
 )
 
 func TestMain(m *testing.M) {
@@ -196,7 +197,7 @@ func dataOf(items []sseItem) []string {
 }
 
 // dataEvents returns the data of the events a scripted stream sends.
-func dataEvents(evs []proxytest.Event) []string {
+func dataEvents(evs []sim.Event) []string {
 	var out []string
 	for _, ev := range evs {
 		if ev.Data != "" {

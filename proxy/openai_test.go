@@ -16,6 +16,7 @@ import (
 	openai "github.com/sashabaranov/go-openai"
 
 	"github.com/phasegate/phasegate/proxy/proxytest"
+	"github.com/phasegate/phasegate/sim"
 )
 
 func userMessage(text string) []openai.ChatCompletionMessage {
@@ -84,18 +85,18 @@ func TestOpenAIClientStream(t *testing.T) {
 	args := `{"path":"/etc/hosts","lines":[1,2,3],"note":"ünïcode \"quoted\""}`
 	tests := []struct {
 		name  string
-		reply proxytest.Reply
+		reply sim.Reply
 		usage bool
 		want  streamResult
 	}{
 		{
 			name:  "reasoning then content",
-			reply: proxytest.NewStream(testModel).Role().Reasoning("Let me ", "think.").Content("Hello", ", world").Finish("stop").Done().Reply(),
+			reply: sim.NewStream(testModel).Role().Reasoning("Let me ", "think.").Content("Hello", ", world").Finish("stop").Done().Reply(),
 			want:  streamResult{Content: "Hello, world", Reasoning: "Let me think.", Finishes: []openai.FinishReason{openai.FinishReasonStop}, Chunks: 6, MaxChoices: 1},
 		},
 		{
 			name: "usage with vendor fields",
-			reply: proxytest.NewStream(testModel).Role().Content("ok").Finish("stop").
+			reply: sim.NewStream(testModel).Role().Content("ok").Finish("stop").
 				Usage(12, 3, map[string]any{"prompt_cache_hit_tokens": 10, "prompt_tokens_details": map[string]any{"cached_tokens": 10}}).Done().Reply(),
 			usage: true,
 			want: streamResult{Content: "ok", Finishes: []openai.FinishReason{openai.FinishReasonStop}, Chunks: 4, MaxChoices: 1,
@@ -103,7 +104,7 @@ func TestOpenAIClientStream(t *testing.T) {
 		},
 		{
 			name: "fragmented tool calls",
-			reply: proxytest.NewStream(testModel).Role().
+			reply: sim.NewStream(testModel).Role().
 				ToolCall(0, "call_a", "read_file", args[:5], args[5:17], args[17:30], args[30:]).
 				ToolCall(1, "call_b", "list_dir").
 				Finish("tool_calls").Done().Reply(),
@@ -114,7 +115,7 @@ func TestOpenAIClientStream(t *testing.T) {
 		},
 		{
 			name: "keep-alives on the way",
-			reply: proxytest.NewStream(testModel).Role().KeepAlive().KeepAlive().Content("a").KeepAlive().
+			reply: sim.NewStream(testModel).Role().KeepAlive().KeepAlive().Content("a").KeepAlive().
 				Content("b").Finish("stop").KeepAlive().Done().Reply(),
 			want: streamResult{Content: "ab", Finishes: []openai.FinishReason{openai.FinishReasonStop}, Chunks: 4, MaxChoices: 1},
 		},
@@ -157,13 +158,13 @@ func TestOpenAIClientNonStreaming(t *testing.T) {
 	args := `{"q":"weather in Paris"}`
 	tests := []struct {
 		name  string
-		reply proxytest.Reply
+		reply sim.Reply
 		want  openai.ChatCompletionMessage
 		usage openai.Usage
 	}{
 		{
 			name: "content and reasoning",
-			reply: proxytest.Completion(testModel, map[string]any{"content": "Bonjour", "reasoning_content": "French greeting."}, "stop",
+			reply: sim.Completion(testModel, map[string]any{"content": "Bonjour", "reasoning_content": "French greeting."}, "stop",
 				map[string]any{"prompt_tokens": 5, "completion_tokens": 2, "total_tokens": 7, "prompt_cache_hit_tokens": 4,
 					"completion_tokens_details": map[string]any{"reasoning_tokens": 1}}),
 			want:  openai.ChatCompletionMessage{Role: "assistant", Content: "Bonjour", ReasoningContent: "French greeting."},
@@ -171,7 +172,7 @@ func TestOpenAIClientNonStreaming(t *testing.T) {
 		},
 		{
 			name: "tool call",
-			reply: proxytest.Completion(testModel, map[string]any{"content": nil, "tool_calls": []any{
+			reply: sim.Completion(testModel, map[string]any{"content": nil, "tool_calls": []any{
 				map[string]any{"id": "call_1", "type": "function", "function": map[string]any{"name": "search", "arguments": args}}}}, "tool_calls",
 				map[string]any{"prompt_tokens": 9, "completion_tokens": 8, "total_tokens": 17}),
 			want: openai.ChatCompletionMessage{Role: "assistant", ToolCalls: []openai.ToolCall{
@@ -209,7 +210,7 @@ func TestOpenAIClientRawBodySurvives(t *testing.T) {
 	t.Parallel()
 	body := `{"id":"c1","object":"chat.completion","created":1,"model":"gpt-test","choices":[{"index":0,"message":{"role":"assistant","content":"<ok> & \u00e9","x_msg":[1,  2]},"finish_reason":"stop"}],` +
 		`"usage":{"prompt_tokens":1,"completion_tokens":1,"total_tokens":2,"prompt_cache_hit_tokens":1,"prompt_cache_miss_tokens":0},"x_vendor":{"a":null}}`
-	_, gw := startUpstream(t, proxytest.Script(proxytest.Reply{Body: []byte(body)}))
+	_, gw := startUpstream(t, proxytest.Script(sim.Reply{Body: []byte(body)}))
 	resp := post(t, testContext(t), gw, "/v1/chat/completions", chatBody(false), nil)
 	if got := string(readAll(t, resp.Body)); got != body {
 		t.Errorf("body = %s\nwant   %s", got, body)
@@ -226,7 +227,7 @@ func TestRequestBodySurvives(t *testing.T) {
 		`{"role":"assistant","content":null,"reasoning_content":"I should look.","tool_calls":[{"id":"c1","type":"function","function":{"name":"f","arguments":"{\"a\": 1}"}}]},` +
 		`{"role":"tool","tool_call_id":"c1","content":"<result> & more"}],` +
 		`"stream":true,"stream_options":{"include_usage":true},"x_vendor":"\u00e9","top_p":1.0}`
-	up, gw := startUpstream(t, proxytest.Script(proxytest.NewStream("deepseek-v4-flash").Role().Content("ok").Finish("stop").Done().Reply()))
+	up, gw := startUpstream(t, proxytest.Script(sim.NewStream("deepseek-v4-flash").Role().Content("ok").Finish("stop").Done().Reply()))
 	resp := post(t, testContext(t), gw, "/v1/chat/completions", body, nil)
 	readAll(t, resp.Body)
 	rec := up.Received()
@@ -248,15 +249,15 @@ func TestOpenAIClientUpstreamError(t *testing.T) {
 	tests := []struct {
 		name   string
 		stream bool
-		reply  proxytest.Reply
+		reply  sim.Reply
 		status int
 		code   any
 		typ    string
 		msg    string
 	}{
-		{name: "rate limited", reply: proxytest.Error(429, "Rate limit reached", "rate_limit_error", "rate_limit_exceeded"), status: 429, code: "rate_limit_exceeded", typ: "rate_limit_error", msg: "Rate limit reached"},
-		{name: "rate limited stream", stream: true, reply: proxytest.Error(429, "Rate limit reached", "rate_limit_error", "rate_limit_exceeded"), status: 429, code: "rate_limit_exceeded", typ: "rate_limit_error", msg: "Rate limit reached"},
-		{name: "bad key", reply: proxytest.Error(401, "Incorrect API key", "invalid_request_error", "invalid_api_key"), status: 401, code: "invalid_api_key", typ: "invalid_request_error", msg: "Incorrect API key"},
+		{name: "rate limited", reply: sim.Error(429, "Rate limit reached", "rate_limit_error", "rate_limit_exceeded"), status: 429, code: "rate_limit_exceeded", typ: "rate_limit_error", msg: "Rate limit reached"},
+		{name: "rate limited stream", stream: true, reply: sim.Error(429, "Rate limit reached", "rate_limit_error", "rate_limit_exceeded"), status: 429, code: "rate_limit_exceeded", typ: "rate_limit_error", msg: "Rate limit reached"},
+		{name: "bad key", reply: sim.Error(401, "Incorrect API key", "invalid_request_error", "invalid_api_key"), status: 401, code: "invalid_api_key", typ: "invalid_request_error", msg: "Incorrect API key"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -304,7 +305,7 @@ func TestOpenAIClientGatewayError(t *testing.T) {
 	})
 	t.Run("inside a truncated stream", func(t *testing.T) {
 		t.Parallel()
-		_, gw := startUpstream(t, proxytest.Script(proxytest.Reply{Events: proxytest.NewStream(testModel).Role().Content("half an ").Events(), Cut: true}))
+		_, gw := startUpstream(t, proxytest.Script(sim.Reply{Events: sim.NewStream(testModel).Role().Content("half an ").Events(), Cut: true}))
 		stream, err := newClient(gw).CreateChatCompletionStream(testContext(t), openai.ChatCompletionRequest{Model: testModel, Messages: userMessage("hi"), Stream: true})
 		if err != nil {
 			t.Fatal(err)
@@ -330,7 +331,7 @@ func TestOpenAIClientDisconnectCancelsUpstream(t *testing.T) {
 	t.Parallel()
 	t.Run("mid-stream", func(t *testing.T) {
 		t.Parallel()
-		up, gw := startUpstream(t, proxytest.Script(proxytest.Reply{Events: proxytest.NewStream(testModel).Role().Content("thinking...").Events(), Hang: true}))
+		up, gw := startUpstream(t, proxytest.Script(sim.Reply{Events: sim.NewStream(testModel).Role().Content("thinking...").Events(), Hang: true}))
 		ctx, cancel := context.WithCancel(testContext(t))
 		defer cancel()
 		stream, err := newClient(gw).CreateChatCompletionStream(ctx, openai.ChatCompletionRequest{Model: testModel, Messages: userMessage("hi"), Stream: true})
@@ -349,9 +350,9 @@ func TestOpenAIClientDisconnectCancelsUpstream(t *testing.T) {
 	t.Run("waiting for a non-streaming answer", func(t *testing.T) {
 		t.Parallel()
 		arrived := make(chan struct{}, 1)
-		up, gw := startUpstream(t, func(proxytest.Received) proxytest.Reply {
+		up, gw := startUpstream(t, func(proxytest.Received) sim.Reply {
 			arrived <- struct{}{}
-			return proxytest.Reply{Hang: true}
+			return sim.Reply{Hang: true}
 		})
 		ctx, cancel := context.WithCancel(testContext(t))
 		defer cancel()
@@ -385,7 +386,7 @@ func TestOpenAIClientModels(t *testing.T) {
 	for _, m := range list.Models {
 		ids = append(ids, m.ID)
 	}
-	if !strings.Contains(strings.Join(ids, ","), proxytest.SimModel) {
-		t.Errorf("models = %v, want %s among them", ids, proxytest.SimModel)
+	if !strings.Contains(strings.Join(ids, ","), sim.Model) {
+		t.Errorf("models = %v, want %s among them", ids, sim.Model)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/phasegate/phasegate/protocol"
 	"github.com/phasegate/phasegate/proxy"
 	"github.com/phasegate/phasegate/proxy/proxytest"
+	"github.com/phasegate/phasegate/sim"
 )
 
 // countingTracer counts trace events; requests trace concurrently.
@@ -22,8 +23,8 @@ func (c *countingTracer) Trace(context.Context, metrics.Trace) { c.n.Add(1) }
 // the way cmd/phasegate builds it: a tracer that is a slice
 // (metrics.Tracers), the guard, the default protocol set.
 func TestEveryRouteWithFullOptions(t *testing.T) {
-	_, usrv := proxytest.NewServer(t, func(proxytest.Received) proxytest.Reply {
-		return proxytest.NewStream(testModel).Role().Content("hi").Finish("stop").Done().Reply()
+	_, usrv := proxytest.NewServer(t, func(proxytest.Received) sim.Reply {
+		return sim.NewStream(testModel).Role().Content("hi").Finish("stop").Done().Reply()
 	})
 	tracer := metrics.Tracers{&countingTracer{}}
 	gw := serveGateway(t, config(usrv), proxy.Options{
@@ -53,11 +54,11 @@ func TestEveryRouteWithFullOptions(t *testing.T) {
 // TestProtocolRoutesServeTheAPI: an SDK whose base URL is a protocol route
 // lists models and reaches other endpoints through it.
 func TestProtocolRoutesServeTheAPI(t *testing.T) {
-	up, usrv := proxytest.NewServer(t, func(r proxytest.Received) proxytest.Reply {
+	up, usrv := proxytest.NewServer(t, func(r proxytest.Received) sim.Reply {
 		if strings.HasSuffix(r.Path, "/models") {
-			return proxytest.Reply{Body: []byte(`{"object":"list","data":[{"id":"m1","object":"model"}]}`)}
+			return sim.Reply{Body: []byte(`{"object":"list","data":[{"id":"m1","object":"model"}]}`)}
 		}
-		return proxytest.Reply{Body: []byte(`{"object":"list","data":[]}`)}
+		return sim.Reply{Body: []byte(`{"object":"list","data":[]}`)}
 	})
 	gw := newGateway(t, config(usrv))
 	for _, prefix := range []string{"/v1", "/standard/v1", "/two-stage/v1"} {

@@ -12,17 +12,18 @@ import (
 
 	"github.com/phasegate/phasegate/proxy"
 	"github.com/phasegate/phasegate/proxy/proxytest"
+	"github.com/phasegate/phasegate/sim"
 )
 
 // modelList is a /models answer with the given ids, each carrying a
 // vendor field.
-func modelList(ids ...string) proxytest.Reply {
+func modelList(ids ...string) sim.Reply {
 	data := []any{}
 	for _, id := range ids {
 		data = append(data, map[string]any{"id": id, "object": "model", "created": 1, "owned_by": "test", "x_context_window": 1000000})
 	}
 	b, _ := json.Marshal(map[string]any{"object": "list", "data": data})
-	return proxytest.Reply{Body: b}
+	return sim.Reply{Body: b}
 }
 
 // twoProviders starts a "deepseek" and an "openai" upstream and a gateway
@@ -42,21 +43,21 @@ func TestModelsMerged(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
 		name        string
-		deepseek    proxytest.Reply
-		openai      proxytest.Reply
+		deepseek    sim.Reply
+		openai      sim.Reply
 		status      int
 		wantIDs     []string
 		wantMissing string
 	}{
 		{name: "both answer", deepseek: modelList("deepseek-v4-flash", "deepseek-v4-pro"), openai: modelList("gpt-5"), status: 200,
 			wantIDs: []string{"deepseek-v4-flash", "deepseek-v4-pro", "gpt-5"}},
-		{name: "one fails", deepseek: proxytest.Error(500, "down", "server_error", ""), openai: modelList("gpt-5"), status: 200,
+		{name: "one fails", deepseek: sim.Error(500, "down", "server_error", ""), openai: modelList("gpt-5"), status: 200,
 			wantIDs: []string{"gpt-5"}, wantMissing: "deepseek"},
 		{name: "one has none", deepseek: modelList(), openai: modelList("gpt-5"), status: 200, wantIDs: []string{"gpt-5"}},
-		{name: "one answers garbage", deepseek: modelList("deepseek-v4-flash"), openai: proxytest.Reply{Body: []byte("<html>")}, status: 200,
+		{name: "one answers garbage", deepseek: modelList("deepseek-v4-flash"), openai: sim.Reply{Body: []byte("<html>")}, status: 200,
 			wantIDs: []string{"deepseek-v4-flash"}, wantMissing: "openai"},
-		{name: "both fail: the first failure is relayed", deepseek: proxytest.Error(401, "bad key", "invalid_request_error", "invalid_api_key"),
-			openai: proxytest.Error(500, "down", "server_error", ""), status: 401},
+		{name: "both fail: the first failure is relayed", deepseek: sim.Error(401, "bad key", "invalid_request_error", "invalid_api_key"),
+			openai: sim.Error(500, "down", "server_error", ""), status: 401},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -137,7 +138,7 @@ func TestModelsMergedWithOpenAIClient(t *testing.T) {
 // answer intact.
 func TestPassThroughRouting(t *testing.T) {
 	t.Parallel()
-	answer := proxytest.Reply{Status: 200, Header: http.Header{"X-Ratelimit-Remaining-Tokens": {"99"}},
+	answer := sim.Reply{Status: 200, Header: http.Header{"X-Ratelimit-Remaining-Tokens": {"99"}},
 		Body: []byte(`{"object":"list","data":[{"object":"embedding","index":0,"embedding":[0.5,-1]}],"model":"m","usage":{"prompt_tokens":1,"total_tokens":1}}`)}
 	tests := []struct {
 		name       string
@@ -207,7 +208,7 @@ func TestPassThroughRouting(t *testing.T) {
 // TestPassThroughWithOpenAIClient creates embeddings with go-openai.
 func TestPassThroughWithOpenAIClient(t *testing.T) {
 	t.Parallel()
-	answer := proxytest.Reply{Body: []byte(`{"object":"list","data":[{"object":"embedding","index":0,"embedding":[0.25,0.5]}],"model":"text-embedding-3-small","usage":{"prompt_tokens":1,"total_tokens":1}}`)}
+	answer := sim.Reply{Body: []byte(`{"object":"list","data":[{"object":"embedding","index":0,"embedding":[0.25,0.5]}],"model":"text-embedding-3-small","usage":{"prompt_tokens":1,"total_tokens":1}}`)}
 	_, oa, gw := twoProviders(t, proxytest.Script(), proxytest.Script(answer))
 	c := openai.DefaultConfig("sk-client")
 	c.BaseURL = gw + "/v1"
@@ -242,9 +243,9 @@ func TestPassThroughFailures(t *testing.T) {
 		t.Run("request timeout on "+path, func(t *testing.T) {
 			t.Parallel()
 			release := make(chan struct{})
-			_, usrv := proxytest.NewServer(t, func(proxytest.Received) proxytest.Reply {
+			_, usrv := proxytest.NewServer(t, func(proxytest.Received) sim.Reply {
 				<-release
-				return proxytest.Reply{Body: []byte(`{}`)}
+				return sim.Reply{Body: []byte(`{}`)}
 			})
 			t.Cleanup(func() { close(release) }) // before the double's Close
 			cfg := config(usrv)
@@ -270,7 +271,7 @@ func TestPassThroughFailures(t *testing.T) {
 	}
 	t.Run("upstream error relayed", func(t *testing.T) {
 		t.Parallel()
-		reply := proxytest.Error(404, "Unknown request URL: POST /v1/nope", "invalid_request_error", "unknown_url")
+		reply := sim.Error(404, "Unknown request URL: POST /v1/nope", "invalid_request_error", "unknown_url")
 		_, gw := startUpstream(t, proxytest.Script(reply))
 		resp := post(t, testContext(t), gw, "/v1/nope", `{}`, nil)
 		body := readAll(t, resp.Body)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/phasegate/phasegate/proxy"
 	"github.com/phasegate/phasegate/proxy/proxytest"
+	"github.com/phasegate/phasegate/sim"
 )
 
 // A chunk with fields no OpenAI type declares, odd spacing inside values
@@ -24,7 +25,7 @@ const vendorChunk = `{"id":"chatcmpl-proxytest","object":"chat.completion.chunk"
 func TestStreamForwardsEventsByteForByte(t *testing.T) {
 	t.Parallel()
 	bigArgs := `{"path":"` + strings.Repeat("a", 1<<20) + `"}`
-	keepAlives := proxytest.NewStream(testModel).Role()
+	keepAlives := sim.NewStream(testModel).Role()
 	for range 400 { // more than go-openai's default limit of 300 empty lines
 		keepAlives.KeepAlive()
 	}
@@ -32,22 +33,22 @@ func TestStreamForwardsEventsByteForByte(t *testing.T) {
 
 	tests := []struct {
 		name     string
-		events   []proxytest.Event
+		events   []sim.Event
 		comments int
 	}{
 		{
 			name: "content reasoning usage and vendor fields",
-			events: proxytest.NewStream(testModel).Role().Reasoning("Think ", "hard.").Content("Hel", "lo").
+			events: sim.NewStream(testModel).Role().Reasoning("Think ", "hard.").Content("Hel", "lo").
 				Raw(vendorChunk).Finish("stop").
 				Usage(10, 5, map[string]any{"prompt_cache_hit_tokens": 8, "prompt_cache_miss_tokens": 2}).Done().Events(),
 		},
 		{
 			name:   "a 1 MiB tool call argument in one event",
-			events: proxytest.NewStream(testModel).Role().ToolCall(0, "call_1", "write", bigArgs).Finish("tool_calls").Done().Events(),
+			events: sim.NewStream(testModel).Role().ToolCall(0, "call_1", "write", bigArgs).Finish("tool_calls").Done().Events(),
 		},
 		{
 			name:   "an event of several data lines",
-			events: proxytest.NewStream(testModel).Raw("{\"id\":\"x\",\n\"object\":\"chat.completion.chunk\",\n\"choices\":[]}").Finish("stop").Done().Events(),
+			events: sim.NewStream(testModel).Raw("{\"id\":\"x\",\n\"object\":\"chat.completion.chunk\",\n\"choices\":[]}").Finish("stop").Done().Events(),
 		},
 		{
 			name:     "keep-alive comments between events",
@@ -58,7 +59,7 @@ func TestStreamForwardsEventsByteForByte(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			_, gw := startUpstream(t, proxytest.Script(proxytest.Reply{Events: tt.events}))
+			_, gw := startUpstream(t, proxytest.Script(sim.Reply{Events: tt.events}))
 			resp := post(t, testContext(t), gw, "/v1/chat/completions", chatBody(true), nil)
 			if resp.StatusCode != http.StatusOK {
 				t.Fatalf("status = %d, want 200", resp.StatusCode)
@@ -90,8 +91,8 @@ func TestStreamForwardsEventsByteForByte(t *testing.T) {
 // upstream still holds the stream open: nothing waits for a buffer to fill.
 func TestStreamFlushesEachEvent(t *testing.T) {
 	t.Parallel()
-	events := proxytest.NewStream(testModel).Role().Content("first").Events()
-	up, gw := startUpstream(t, proxytest.Script(proxytest.Reply{Events: events, Hang: true}))
+	events := sim.NewStream(testModel).Role().Content("first").Events()
+	up, gw := startUpstream(t, proxytest.Script(sim.Reply{Events: events, Hang: true}))
 	resp := post(t, testContext(t), gw, "/v1/chat/completions", chatBody(true), nil)
 	sr := newSSEReader(resp.Body)
 	for i, want := range dataEvents(events) {
@@ -109,10 +110,10 @@ func TestStreamFlushesEachEvent(t *testing.T) {
 
 // endless returns n keep-alive comments, one every 10ms: far longer than
 // any timeout under test.
-func endless(n int) []proxytest.Event {
-	evs := make([]proxytest.Event, n)
+func endless(n int) []sim.Event {
+	evs := make([]sim.Event, n)
 	for i := range evs {
-		evs[i] = proxytest.Event{Comment: ": keep-alive", Delay: 10 * time.Millisecond}
+		evs[i] = sim.Event{Comment: ": keep-alive", Delay: 10 * time.Millisecond}
 	}
 	return evs
 }
@@ -122,11 +123,18 @@ func endless(n int) []proxytest.Event {
 // event gets an in-band OpenAI-style error event and then a clean end.
 func TestStreamEndings(t *testing.T) {
 	t.Parallel()
-	head := proxytest.NewStream(testModel).Role().Content("partial ", "answer")
+	head := sim.NewStream(testModel).Role().Content("partial ", "answer")
+	// Each stream is built once: its id is fresh, so a second build would
+	// not compare equal.
+	done := sim.NewStream(testModel).Role().Content("hi").Finish("stop").Done()
+	finished := sim.NewStream(testModel).Role().Content("hi").Finish("length")
+	large := sim.NewStream(testModel).Role().Content("ok")
+	beforeLarge := large.Events()
+	large.Content(strings.Repeat("x", 8192)).Finish("stop").Done()
 	tests := []struct {
 		name  string
 		cfg   func(*proxy.Config)
-		reply proxytest.Reply
+		reply sim.Reply
 		// want is the data the client gets before any error event.
 		want []string
 		// wantCode is the code of the final in-band error; "" means none.
@@ -136,30 +144,30 @@ func TestStreamEndings(t *testing.T) {
 	}{
 		{
 			name:  "done is forwarded",
-			reply: proxytest.NewStream(testModel).Role().Content("hi").Finish("stop").Done().Reply(),
-			want:  dataEvents(proxytest.NewStream(testModel).Role().Content("hi").Finish("stop").Done().Events()),
+			reply: done.Reply(),
+			want:  dataEvents(done.Events()),
 		},
 		{
 			name:  "a finish reason without done ends cleanly",
-			reply: proxytest.NewStream(testModel).Role().Content("hi").Finish("length").Reply(),
-			want:  dataEvents(proxytest.NewStream(testModel).Role().Content("hi").Finish("length").Events()),
+			reply: finished.Reply(),
+			want:  dataEvents(finished.Events()),
 		},
 		{
 			name:     "a clean end without done or finish reason is truncated",
-			reply:    proxytest.Reply{Events: head.Events()},
+			reply:    sim.Reply{Events: head.Events()},
 			want:     dataEvents(head.Events()),
 			wantCode: "upstream_truncated",
 		},
 		{
 			name:     "a stream cut mid-way is truncated",
-			reply:    proxytest.Reply{Events: head.Events(), Cut: true},
+			reply:    sim.Reply{Events: head.Events(), Cut: true},
 			want:     dataEvents(head.Events()),
 			wantCode: "upstream_truncated",
 		},
 		{
 			name:       "keep-alives do not hold an idle stream open",
 			cfg:        func(c *proxy.Config) { c.Timeouts.Idle = 200 * time.Millisecond },
-			reply:      proxytest.Reply{Events: append(head.Events(), endless(2000)...)},
+			reply:      sim.Reply{Events: append(head.Events(), endless(2000)...)},
 			want:       dataEvents(head.Events()),
 			wantCode:   "upstream_idle_timeout",
 			wantCancel: true,
@@ -167,7 +175,7 @@ func TestStreamEndings(t *testing.T) {
 		{
 			name:       "idle bound alone, without a first-byte bound",
 			cfg:        func(c *proxy.Config) { c.Timeouts = proxy.Timeouts{Idle: 200 * time.Millisecond} },
-			reply:      proxytest.Reply{Events: append(head.Events(), endless(2000)...)},
+			reply:      sim.Reply{Events: append(head.Events(), endless(2000)...)},
 			want:       dataEvents(head.Events()),
 			wantCode:   "upstream_idle_timeout",
 			wantCancel: true,
@@ -175,15 +183,15 @@ func TestStreamEndings(t *testing.T) {
 		{
 			name:       "keep-alives do not count as a first event",
 			cfg:        func(c *proxy.Config) { c.Timeouts.FirstByte = 200 * time.Millisecond },
-			reply:      proxytest.Reply{Events: endless(2000)},
+			reply:      sim.Reply{Events: endless(2000)},
 			wantCode:   "upstream_timeout",
 			wantCancel: true,
 		},
 		{
 			name:     "an event over the size limit",
 			cfg:      func(c *proxy.Config) { c.MaxEventBytes = 4096 },
-			reply:    proxytest.NewStream(testModel).Role().Content("ok").Content(strings.Repeat("x", 8192)).Finish("stop").Done().Reply(),
-			want:     dataEvents(proxytest.NewStream(testModel).Role().Content("ok").Events()),
+			reply:    large.Reply(),
+			want:     dataEvents(beforeLarge),
 			wantCode: "upstream_event_too_large",
 		},
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/phasegate/phasegate/protocol/chat"
 	"github.com/phasegate/phasegate/proxy"
 	"github.com/phasegate/phasegate/proxy/proxytest"
+	"github.com/phasegate/phasegate/sim"
 	"github.com/phasegate/phasegate/thinking"
 )
 
@@ -40,35 +41,35 @@ const (
 // for a forced tool_choice; otherwise, when the last message is a tool
 // result, a text answer, else reasoning and a call of list_dir. It streams
 // or not, as asked.
-func thDeepSeek(r proxytest.Received) proxytest.Reply {
+func thDeepSeek(r proxytest.Received) sim.Reply {
 	req, err := chat.ParseRequest(r.Body)
 	if err != nil {
-		return proxytest.Error(http.StatusBadRequest, err.Error(), "invalid_request_error", "invalid_request_error")
+		return sim.Error(http.StatusBadRequest, err.Error(), "invalid_request_error", "invalid_request_error")
 	}
 	if !thinking.Disabled(req) {
 		for i, m := range req.Messages {
 			if m.Role == chat.RoleAssistant && len(m.ToolCalls) > 0 && m.ReasoningContent == nil {
-				return proxytest.Error(http.StatusBadRequest,
+				return sim.Error(http.StatusBadRequest,
 					fmt.Sprintf("Missing `reasoning_content` field in the assistant message at message index %d.", i),
 					"invalid_request_error", "invalid_request_error")
 			}
 		}
 		if raw, ok := req.Field("tool_choice"); ok && string(raw) != `"auto"` && string(raw) != `"none"` {
-			return proxytest.Error(http.StatusBadRequest, "deepseek-reasoner does not support this tool_choice", "invalid_request_error", "invalid_request_error")
+			return sim.Error(http.StatusBadRequest, "deepseek-reasoner does not support this tool_choice", "invalid_request_error", "invalid_request_error")
 		}
 	}
 	last := req.Messages[len(req.Messages)-1]
 	if last.Role == chat.RoleTool {
 		if !req.Stream {
-			return proxytest.Completion(req.Model, map[string]any{"content": thAnswer, "reasoning_content": "Answer now."}, "stop", nil)
+			return sim.Completion(req.Model, map[string]any{"content": thAnswer, "reasoning_content": "Answer now."}, "stop", nil)
 		}
-		return proxytest.NewStream(req.Model).Role().Reasoning("Answer now.").Content(thAnswer).Finish("stop").Done().Reply()
+		return sim.NewStream(req.Model).Role().Reasoning("Answer now.").Content(thAnswer).Finish("stop").Done().Reply()
 	}
 	if !req.Stream {
 		call := map[string]any{"id": thCallID, "type": "function", "function": map[string]any{"name": "list_dir", "arguments": "{}"}}
-		return proxytest.Completion(req.Model, map[string]any{"content": "", "reasoning_content": thReasoning, "tool_calls": []any{call}}, "tool_calls", nil)
+		return sim.Completion(req.Model, map[string]any{"content": "", "reasoning_content": thReasoning, "tool_calls": []any{call}}, "tool_calls", nil)
 	}
-	return proxytest.NewStream(req.Model).Role().Reasoning("The user wants the files. ", "I should list the directory.").
+	return sim.NewStream(req.Model).Role().Reasoning("The user wants the files. ", "I should list the directory.").
 		ToolCall(0, thCallID, "list_dir", "{", "}").Finish("tool_calls").Done().Reply()
 }
 

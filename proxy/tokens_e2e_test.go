@@ -37,6 +37,7 @@ import (
 	"github.com/phasegate/phasegate/protocol/chat"
 	"github.com/phasegate/phasegate/proxy"
 	"github.com/phasegate/phasegate/proxy/proxytest"
+	"github.com/phasegate/phasegate/sim"
 	"github.com/phasegate/phasegate/tokens"
 )
 
@@ -241,20 +242,20 @@ func tkSeq(m chat.Message) int {
 // asked, and reports as prompt_tokens the tiktoken count of what it got:
 // an upstream whose tokenizer is tiktoken, so the learned ratio stays 1.
 func tkResponder(c *tokens.Counter) proxytest.Responder {
-	return func(rec proxytest.Received) proxytest.Reply {
+	return func(rec proxytest.Received) sim.Reply {
 		req, err := chat.ParseRequest(rec.Body)
 		if err != nil {
-			return proxytest.Error(http.StatusBadRequest, err.Error(), "invalid_request_error", "bad_body")
+			return sim.Error(http.StatusBadRequest, err.Error(), "invalid_request_error", "bad_body")
 		}
 		prompt := 0
 		if f, err := c.Fit(req.Model, req.Messages, req.Tools, req.MaxTokens, 0); err == nil {
 			prompt = f.PromptTokens + f.DroppedTokens
 		}
 		if !req.Stream {
-			return proxytest.Completion(req.Model, map[string]any{"content": tkAnswer}, chat.FinishStop,
+			return sim.Completion(req.Model, map[string]any{"content": tkAnswer}, chat.FinishStop,
 				map[string]any{"prompt_tokens": prompt, "completion_tokens": 9, "total_tokens": prompt + 9})
 		}
-		s := proxytest.NewStream(req.Model).Role().Content(tkAnswer[:10], tkAnswer[10:]).Finish(chat.FinishStop)
+		s := sim.NewStream(req.Model).Role().Content(tkAnswer[:10], tkAnswer[10:]).Finish(chat.FinishStop)
 		if req.IncludeUsage {
 			s.Usage(prompt, 9, nil)
 		}
@@ -754,9 +755,9 @@ func (s *tkSwap) ServeHTTP(w http.ResponseWriter, r *http.Request) { (*s.h.Load(
 // (the same counter each time: counts cached, as for an agent re-sending
 // its history) and cold (a new counter each time: every message counted).
 func BenchmarkTruncate300k(b *testing.B) {
-	reply := proxytest.Completion(tkModel, map[string]any{"content": tkAnswer}, chat.FinishStop,
+	reply := sim.Completion(tkModel, map[string]any{"content": tkAnswer}, chat.FinishStop,
 		map[string]any{"prompt_tokens": 100_000, "completion_tokens": 9, "total_tokens": 100_009})
-	up, usrv := proxytest.NewServer(b, func(proxytest.Received) proxytest.Reply { return reply })
+	up, usrv := proxytest.NewServer(b, func(proxytest.Received) sim.Reply { return reply })
 	cfg := proxy.Config{Providers: []proxy.Provider{{Name: "openai", BaseURL: usrv.URL + "/v1"}}}
 	newHandler := func() http.Handler {
 		h, err := proxy.New(cfg, proxy.Options{Tokens: tkCounter(b)})

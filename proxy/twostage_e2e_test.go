@@ -32,6 +32,7 @@ import (
 	"github.com/phasegate/phasegate/protocol/chat"
 	"github.com/phasegate/phasegate/proxy"
 	"github.com/phasegate/phasegate/proxy/proxytest"
+	"github.com/phasegate/phasegate/sim"
 	"github.com/phasegate/phasegate/tools"
 )
 
@@ -112,7 +113,7 @@ scan:
 
 // tsPersona decides what the model streams; the stream ends with its
 // finish, the double adds usage and [DONE].
-type tsPersona func(st tsState) *proxytest.Stream
+type tsPersona func(st tsState) *sim.Stream
 
 var tsFiles = []string{"a.go", "b.go", "c.go", "d.go", "e.go", "f.go"}
 
@@ -120,8 +121,8 @@ var tsFiles = []string{"a.go", "b.go", "c.go", "d.go", "e.go", "f.go"}
 // bursts parallel calls, repeats the call it just ran (respaced), sends
 // malformed arguments or an undeclared tool, and only then moves on to the
 // next file. Offered no tools, it answers, still trying one more call.
-func tsChainer(st tsState) *proxytest.Stream {
-	s := proxytest.NewStream(tsModel).Role()
+func tsChainer(st tsState) *sim.Stream {
+	s := sim.NewStream(tsModel).Role()
 	k := len(st.executed)
 	switch {
 	case !st.tools:
@@ -149,8 +150,8 @@ func tsChainer(st tsState) *proxytest.Stream {
 
 // tsLooper is a DeepSeek that never moves on: once a call ran, it repeats
 // it, in the same response bursting the repeat with others.
-func tsLooper(st tsState) *proxytest.Stream {
-	s := proxytest.NewStream(tsModel).Role()
+func tsLooper(st tsState) *sim.Stream {
+	s := sim.NewStream(tsModel).Role()
 	switch {
 	case !st.tools:
 		return s.Content("Final answer: a.go holds the code.").Finish("stop")
@@ -168,21 +169,21 @@ func tsLooper(st tsState) *proxytest.Stream {
 // message without its reasoning_content (DESIGN §2), streams only, and
 // sends usage with its cache fields when asked.
 func tsDeepSeek(t *testing.T, persona tsPersona) proxytest.Responder {
-	return func(r proxytest.Received) proxytest.Reply {
+	return func(r proxytest.Received) sim.Reply {
 		req, err := chat.ParseRequest(r.Body)
 		if err != nil {
 			t.Errorf("upstream got a request that does not parse: %v", err)
-			return proxytest.Error(http.StatusBadRequest, err.Error(), "invalid_request_error", "invalid_request_error")
+			return sim.Error(http.StatusBadRequest, err.Error(), "invalid_request_error", "invalid_request_error")
 		}
 		for i, m := range req.Messages {
 			if m.Role == chat.RoleAssistant && len(m.ToolCalls) > 0 && (m.ReasoningContent == nil || *m.ReasoningContent == "") {
 				t.Errorf("upstream got assistant message %d with tool calls but no reasoning_content", i)
-				return proxytest.Error(http.StatusBadRequest, "Missing `reasoning_content` field in the assistant message", "invalid_request_error", "invalid_request_error")
+				return sim.Error(http.StatusBadRequest, "Missing `reasoning_content` field in the assistant message", "invalid_request_error", "invalid_request_error")
 			}
 		}
 		if !req.Stream {
 			t.Errorf("the guard asked the upstream without streaming")
-			return proxytest.Error(http.StatusBadRequest, "this double streams only", "invalid_request_error", "invalid_request_error")
+			return sim.Error(http.StatusBadRequest, "this double streams only", "invalid_request_error", "invalid_request_error")
 		}
 		s := persona(tsReadState(req))
 		if req.IncludeUsage {
@@ -581,7 +582,7 @@ func TestTwoStageE2EAgentLoop(t *testing.T) {
 // text before it, one finish, the usage of the upstream, and the
 // extension field go-openai ignores.
 func TestTwoStageE2EOneCallPerResponse(t *testing.T) {
-	burst := proxytest.NewStream(tsModel).Role().Reasoning("Three files.").Content("Reading ", "them.").
+	burst := sim.NewStream(tsModel).Role().Reasoning("Three files.").Content("Reading ", "them.").
 		ToolCall(0, "call_a", "read_file", `{"pa`, `th":"a.go"}`).
 		ToolCall(1, "call_b", "read_file", `{"path":"b.go"}`).
 		ToolCall(2, "call_c", "write_file", `{"path":"c.go","text":"x"}`).Finish("tool_calls").
@@ -648,7 +649,7 @@ func TestTwoStageE2EOneCallPerResponse(t *testing.T) {
 // off, and the default route then passes requests through.
 func TestTwoStageE2ERoutes(t *testing.T) {
 	t.Parallel()
-	answer := proxytest.NewStream(tsModel).Role().Content("hi").Finish("stop").Done()
+	answer := sim.NewStream(tsModel).Role().Content("hi").Finish("stop").Done()
 	tests := []struct {
 		name         string
 		guard        bool
@@ -751,7 +752,7 @@ func TestTwoStageE2ESeveralChoices(t *testing.T) {
 		return `{"id":"chatcmpl-n","object":"chat.completion.chunk","created":1,"model":"` + tsModel + `","choices":[{"index":` +
 			strconv.Itoa(index) + `,"delta":` + delta + `,"finish_reason":` + finish + `}]}`
 	}
-	events := proxytest.NewStream(tsModel).Raw(chunk(0, `{"role":"assistant","content":"one"}`, "null")).
+	events := sim.NewStream(tsModel).Raw(chunk(0, `{"role":"assistant","content":"one"}`, "null")).
 		Raw(chunk(1, `{"role":"assistant","content":"two"}`, "null")).
 		Raw(chunk(0, `{}`, `"stop"`)).Raw(chunk(1, `{}`, `"stop"`)).Done()
 	up, gw := tsGateway(t, proxytest.Script(events.Reply()), protocol.NewTwoStage(protocol.TwoStageConfig{}, nil), false)
@@ -795,14 +796,14 @@ func (p panicTracer) Trace(_ context.Context, ev metrics.Trace) {
 // client's own body.
 func TestTwoStageE2EFallback(t *testing.T) {
 	t.Parallel()
-	call := proxytest.NewStream(tsModel).Role().ToolCall(0, "call_1", "read_file", `{"path":"a.go"}`).Finish("tool_calls").Done()
-	good := proxytest.NewStream(tsModel).Role().Content("fallback ", "answer").Finish("stop").Done()
-	completion := proxytest.Completion(tsModel, map[string]any{"content": "fallback answer"}, "stop",
+	call := sim.NewStream(tsModel).Role().ToolCall(0, "call_1", "read_file", `{"path":"a.go"}`).Finish("tool_calls").Done()
+	good := sim.NewStream(tsModel).Role().Content("fallback ", "answer").Finish("stop").Done()
+	completion := sim.Completion(tsModel, map[string]any{"content": "fallback answer"}, "stop",
 		map[string]any{"prompt_tokens": 3, "completion_tokens": 2, "total_tokens": 5})
 	tests := []struct {
 		name   string
 		stream bool
-		second proxytest.Reply
+		second sim.Reply
 	}{
 		{name: "streaming client", stream: true, second: good.Reply()},
 		{name: "non-streaming client", stream: false, second: completion},
@@ -854,16 +855,16 @@ func TestTwoStageE2EFallback(t *testing.T) {
 // again, and nothing is billed twice), counted as an upstream error.
 func TestE2EInvalidUpstreamAnswer(t *testing.T) {
 	t.Parallel()
-	garbage := proxytest.Reply{Events: []proxytest.Event{{Data: "this is not json"}, {Data: "[DONE]"}}}
-	errEvent := proxytest.Reply{Events: []proxytest.Event{{Data: `{"error":{"message":"model overloaded","type":"server_error"}}`}}}
-	late := proxytest.Reply{Events: append(proxytest.NewStream(tsModel).Role().Content("partial").Reply().Events, proxytest.Event{Data: "{oops"})}
-	notCompletion := proxytest.Reply{Status: http.StatusOK, Header: http.Header{"Content-Type": {"application/json"}}, Body: []byte(`{"object":"list","data":[]}`)}
-	notJSON := proxytest.Reply{Status: http.StatusOK, Header: http.Header{"Content-Type": {"application/json"}}, Body: []byte(`<html>bad gateway</html>`)}
+	garbage := sim.Reply{Events: []sim.Event{{Data: "this is not json"}, {Data: "[DONE]"}}}
+	errEvent := sim.Reply{Events: []sim.Event{{Data: `{"error":{"message":"model overloaded","type":"server_error"}}`}}}
+	late := sim.Reply{Events: append(sim.NewStream(tsModel).Role().Content("partial").Reply().Events, sim.Event{Data: "{oops"})}
+	notCompletion := sim.Reply{Status: http.StatusOK, Header: http.Header{"Content-Type": {"application/json"}}, Body: []byte(`{"object":"list","data":[]}`)}
+	notJSON := sim.Reply{Status: http.StatusOK, Header: http.Header{"Content-Type": {"application/json"}}, Body: []byte(`<html>bad gateway</html>`)}
 	tests := []struct {
 		name    string
 		path    string
 		stream  bool
-		reply   proxytest.Reply
+		reply   sim.Reply
 		inBand  bool // the error comes after the first byte
 		message string
 	}{
@@ -957,8 +958,8 @@ func TestTwoStageE2EBadLimitHeaders(t *testing.T) {
 // the allowlist, and a call off it is refused, never forwarded.
 func TestTwoStageE2EPlanMode(t *testing.T) {
 	t.Parallel()
-	offList := proxytest.NewStream(tsModel).Role().Reasoning("Write it.").ToolCall(0, "call_w", "write_file", `{"path":"x","text":"y"}`).Finish("tool_calls").Done()
-	onList := proxytest.NewStream(tsModel).Role().Reasoning("Read it.").ToolCall(0, "call_r", "read_file", `{"path":"x"}`).Finish("tool_calls").Done()
+	offList := sim.NewStream(tsModel).Role().Reasoning("Write it.").ToolCall(0, "call_w", "write_file", `{"path":"x","text":"y"}`).Finish("tool_calls").Done()
+	onList := sim.NewStream(tsModel).Role().Reasoning("Read it.").ToolCall(0, "call_r", "read_file", `{"path":"x"}`).Finish("tool_calls").Done()
 	up, gw := tsGateway(t, proxytest.Script(offList.Reply(), onList.Reply()),
 		protocol.NewTwoStage(protocol.TwoStageConfig{PlanTools: []string{"read_file", "list_dir"}}, nil), true)
 	client, tap := tsClient(gw, "/v1", http.Header{"X-Project-Id": {tsProject}, "X-Phasegate-Mode": {"plan"}})
@@ -1004,9 +1005,9 @@ func tsWaitCancelled(t *testing.T, up *proxytest.Upstream) {
 // generating (here: holding the stream open), is abandoned.
 func TestTwoStageE2EStopsReadingAfterTheCall(t *testing.T) {
 	t.Parallel()
-	events := proxytest.NewStream(tsModel).Role().Content("Reading.").
+	events := sim.NewStream(tsModel).Role().Content("Reading.").
 		ToolCall(0, "call_a", "read_file", `{"path":"a.go"}`).ToolCall(1, "call_b", "read_file", `{"path":"b.go"}`).Events()
-	up, gw := tsGateway(t, proxytest.Script(proxytest.Reply{Events: events, Hang: true}), protocol.NewTwoStage(protocol.TwoStageConfig{}, nil), false)
+	up, gw := tsGateway(t, proxytest.Script(sim.Reply{Events: events, Hang: true}), protocol.NewTwoStage(protocol.TwoStageConfig{}, nil), false)
 	resp, body := tsPost(t, gw, "/v1/chat/completions", tsBody(true, ""), nil)
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("status = %d: %s", resp.StatusCode, body)
@@ -1025,8 +1026,8 @@ func TestTwoStageE2EStopsReadingAfterTheCall(t *testing.T) {
 // the upstream call.
 func TestTwoStageE2EClientLeaves(t *testing.T) {
 	t.Parallel()
-	events := proxytest.NewStream(tsModel).Role().Content("first ").Events()
-	up, gw := tsGateway(t, proxytest.Script(proxytest.Reply{Events: events, Hang: true}), protocol.NewTwoStage(protocol.TwoStageConfig{}, nil), false)
+	events := sim.NewStream(tsModel).Role().Content("first ").Events()
+	up, gw := tsGateway(t, proxytest.Script(sim.Reply{Events: events, Hang: true}), protocol.NewTwoStage(protocol.TwoStageConfig{}, nil), false)
 	req, err := http.NewRequestWithContext(tsContext(t), http.MethodPost, gw.URL+"/v1/chat/completions", strings.NewReader(tsBody(true, "")))
 	if err != nil {
 		t.Fatal(err)

@@ -19,6 +19,7 @@ import (
 	"github.com/phasegate/phasegate/protocol/chat"
 	"github.com/phasegate/phasegate/proxy"
 	"github.com/phasegate/phasegate/proxy/proxytest"
+	"github.com/phasegate/phasegate/sim"
 )
 
 // billingUpstream plays a provider that bills by its own tokenizer: it
@@ -79,18 +80,18 @@ func (u *billingUpstream) bill(req *chat.Request) openai.Usage {
 	return openai.Usage{PromptTokens: prompt, CompletionTokens: completion, TotalTokens: prompt + completion}
 }
 
-func (u *billingUpstream) respond(r proxytest.Received) proxytest.Reply {
+func (u *billingUpstream) respond(r proxytest.Received) sim.Reply {
 	req, err := chat.ParseRequest(r.Body)
 	if err != nil {
 		u.t.Errorf("upstream got a request that does not parse: %v", err)
-		return proxytest.Error(400, err.Error(), "invalid_request_error", "bad_request")
+		return sim.Error(400, err.Error(), "invalid_request_error", "bad_request")
 	}
 	usage := u.bill(req)
 	u.mu.Lock()
 	u.billed = append(u.billed, usage)
 	u.bytes = append(u.bytes, len(r.Body))
 	u.mu.Unlock()
-	return proxytest.NewStream(usageModel).Role().Reasoning(usageReasoning).Content(usageContent).
+	return sim.NewStream(usageModel).Role().Reasoning(usageReasoning).Content(usageContent).
 		ToolCall(0, "call_run", usageTool, usageArgs[:20], usageArgs[20:]).Finish("tool_calls").
 		Usage(usage.PromptTokens, usage.CompletionTokens, nil).Done().Reply()
 }

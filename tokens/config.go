@@ -101,10 +101,10 @@ func DefaultConfig() Config {
 
 // model is a resolved Models entry, or the default.
 type model struct {
-	name   string // the Models key; "" for the default
-	limits Limits
-	enc    *encoding
-	ratio  *ratio // nil for the default: unknown names learn one each
+	name    string // the Models key; "" for the default
+	limits  Limits
+	enc     *encoding
+	learned *learned // nil for the default: unknown names learn apart
 }
 
 // models resolves request model names to their limits. Read-only after
@@ -136,7 +136,7 @@ func newModels(cfg Config) (*models, error) {
 		if err != nil {
 			return nil, err
 		}
-		m.ratio = new(ratio)
+		m.learned = new(learned)
 		ms.exact[name] = m
 		ms.prefixes = append(ms.prefixes, m)
 	}

@@ -3,7 +3,6 @@ package tokens
 import (
 	"fmt"
 	"hash/maphash"
-	"sync"
 	"sync/atomic"
 )
 
@@ -16,8 +15,7 @@ type Counter struct {
 	cache     *cache
 	shortened *shortCache
 	seed      maphash.Seed
-	unknownMu sync.RWMutex
-	unknown   map[string]*ratio
+	unknown   unknownModels
 
 	// encodes counts the calls into tiktoken, for tests of the cache.
 	encodes atomic.Int64
@@ -45,12 +43,11 @@ func New(cfg Config) (*Counter, error) {
 		cache:     newCache(cfg.CacheBytes - cfg.CacheBytes/shortenedShare),
 		shortened: newShortCache(cfg.CacheBytes / shortenedShare),
 		seed:      maphash.MakeSeed(),
-		unknown:   make(map[string]*ratio),
 	}, nil
 }
 
 // Limits returns the limits that apply to a model name, the window
-// override included.
+// override included: as configured, without what LearnOverflow learned.
 func (c *Counter) Limits(model string) Limits {
 	return c.models.resolve(model).limits
 }

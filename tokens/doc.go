@@ -26,6 +26,25 @@
 // learned from the prompt_tokens the upstream reports (Observe), plus a
 // per-model safety margin.
 //
+// # Learning
+//
+// Learning only makes the fit more careful. The ratio may raise a count up
+// to twice, but lower it by 5 % at most (and, where the margin is under
+// 5.3 %, never below the tiktoken count itself): a low ratio is what an
+// upstream that leaves cached tokens out of prompt_tokens teaches, and it
+// is the one mistake that sends a prompt the upstream rejects. An
+// observation weighs by the prompt's size (an EWMA whose weight is
+// 1-exp(-counted/262144)), so a short tool-call prompt, whose framing makes
+// its ratio, moves the ratio a long history is counted with only as much
+// as its few tokens do, and no number of them lowers a count by over 5 %.
+//
+// When the upstream still rejects a prompt as too long, ParseOverflow
+// reads its maximum and the tokens it counted from the error message, and
+// LearnOverflow raises the ratio at once to what the upstream counted and
+// lowers the model's window to the maximum it reported (a larger maximum
+// raises nothing). Fitting the request again then gives a prompt that
+// fits by the upstream's own figures, or a 400 when none can.
+//
 // # Cost
 //
 // Counts are cached by content: the key is a 64-bit hash/maphash of the raw

@@ -39,7 +39,10 @@ type Fit struct {
 // the completion instead of the model's CompletionReserve; capTokens, when
 // positive, caps the prompt below what the window leaves. The prompt fits
 // when its tiktoken count, times the learned ratio, plus the safety
-// margin, is within the window less the reserve, and within the cap.
+// margin, is within the window less the reserve, and within the cap. What
+// LearnOverflow learned applies too: the window is the smaller of the
+// configured one and the one the upstream reported, and a limit of the
+// prompt alone that the upstream reported caps the prompt.
 //
 // When it fits and HistoryWindow is not exceeded, Fit returns msgs itself
 // and allocates nothing once the messages are cached. Otherwise it
@@ -50,8 +53,10 @@ type Fit struct {
 func (c *Counter) Fit(model string, msgs []chat.Message, tools []chat.Tool, maxTokens, capTokens int) (Fit, error) {
 	m := c.models.resolve(model)
 	e := m.enc
-	r := c.ratioOf(m, model, false).load()
-	b, err := newBudget(m.limits, r, maxTokens, capTokens)
+	l := c.learnedOf(m, model, false)
+	limits, input := l.limits(m.limits)
+	r := l.loadRatio()
+	b, err := newBudget(limits, input, r, maxTokens, capTokens)
 	if err != nil {
 		return Fit{}, err
 	}
@@ -88,17 +93,32 @@ type budget struct {
 	avail   int     // model tokens for the prompt
 	factor  float64 // ratio × (1 + margin): model tokens per tiktoken token
 	raw     int     // tiktoken tokens for the prompt: avail / factor
-	capped  bool
+	bound   bound   // what set avail
 }
 
-func newBudget(l Limits, ratio float64, maxTokens, capTokens int) (budget, error) {
+// bound says what limits the prompt of a request.
+type bound int
+
+const (
+	boundWindow bound = iota // the context window less the reserve
+	boundInput               // the upstream's limit of the prompt alone
+	boundCap                 // the request's X-Phasegate-Max-Prompt-Tokens
+)
+
+// newBudget returns the room for a prompt under limits l. input, when
+// positive, is the upstream's limit of the prompt alone (LearnOverflow);
+// the other arguments are Fit's.
+func newBudget(l Limits, input int, ratio float64, maxTokens, capTokens int) (budget, error) {
 	b := budget{limits: l, reserve: maxTokens}
 	if b.reserve <= 0 {
 		b.reserve = min(l.CompletionReserve, l.ContextWindow/2)
 	}
 	b.avail = l.ContextWindow - b.reserve
+	if input > 0 && input < b.avail {
+		b.avail, b.bound = input, boundInput
+	}
 	if capTokens > 0 && capTokens < b.avail {
-		b.avail, b.capped = capTokens, true
+		b.avail, b.bound = capTokens, boundCap
 	}
 	if b.avail <= 0 {
 		return b, tooLong("This model's maximum context length is %d tokens, and %d of them are requested for the completion: no room is left for the messages. Lower max_tokens.", l.ContextWindow, b.reserve)
@@ -255,8 +275,13 @@ func (c *Counter) truncate(e *encoding, b budget, msgs []chat.Message, fixed int
 // tooLongError says why a request cannot fit; minimum is the count of what
 // must stay.
 func tooLongError(b budget, minimum int) *chat.Error {
-	limit := fmt.Sprintf("This model's maximum context length is %d tokens, %d of them reserved for the completion", b.limits.ContextWindow, b.reserve)
-	if b.capped {
+	var limit string
+	switch b.bound {
+	case boundWindow:
+		limit = fmt.Sprintf("This model's maximum context length is %d tokens, %d of them reserved for the completion", b.limits.ContextWindow, b.reserve)
+	case boundInput:
+		limit = fmt.Sprintf("This model accepts at most %d input tokens", b.avail)
+	case boundCap:
 		limit = fmt.Sprintf("This request's prompt is limited to %d tokens", b.avail)
 	}
 	return tooLong("%s. The system and developer messages, the last user message and the tool definitions alone need about %d tokens (estimated with a %.0f%% safety margin), so dropping older messages cannot make the request fit. Shorten them, or lower max_tokens.",

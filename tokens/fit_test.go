@@ -92,7 +92,7 @@ func capFor(tb testing.TB, c *Counter, model string, raw int) int {
 	r := c.Ratio(model)
 	cp := int(float64(raw) * r * (1 + m.limits.SafetyMargin))
 	for {
-		b, err := newBudget(m.limits, r, 0, cp)
+		b, err := newBudget(m.limits, 0, r, 0, cp)
 		if err == nil && b.raw >= raw {
 			return cp
 		}
@@ -460,7 +460,7 @@ func TestLimits(t *testing.T) {
 			if got != tt.want {
 				t.Errorf("got %+v, want %+v", got, tt.want)
 			}
-			b, err := newBudget(got, 1, 0, 0)
+			b, err := newBudget(got, 0, 1, 0, 0)
 			if err != nil {
 				t.Fatal(err)
 			}

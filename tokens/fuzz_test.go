@@ -87,7 +87,7 @@ func FuzzFit(f *testing.F) {
 		got, err := c.Fit(model, in, tools, 0, int(capTokens))
 
 		m := c.models.resolve(model)
-		b, berr := newBudget(m.limits, 1, 0, int(capTokens))
+		b, berr := newBudget(m.limits, 0, 1, 0, int(capTokens))
 		pinned := map[int]bool{}
 		lastUser := -1
 		for i, msg := range in {

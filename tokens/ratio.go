@@ -2,102 +2,182 @@ package tokens
 
 import (
 	"math"
+	"sync"
 	"sync/atomic"
 )
 
-// Learning the ratio of the upstream's prompt_tokens to the tiktoken count.
+// Learning from the upstream. The rule: learning only makes the fit more
+// careful. It may raise a count freely (up to maxRatio), lower it only a
+// little (minRatio), and lower a window, never raise one.
 const (
-	minRatio = 0.5
+	// maxRatio bounds the ratio above: a tokenizer that counts twice
+	// tiktoken's tokens is far outside anything measured, so a higher
+	// reading is a broken upstream, not a tokenizer.
 	maxRatio = 2.0
-	// ratioWeight is the weight of a new observation: after n
-	// observations of a steady ratio the estimate has covered
-	// 1-(1-0.2)^n of the way from 1 (89 % after 10).
-	ratioWeight = 0.2
-	// minObserved skips prompts so short that the upstream's fixed
-	// framing, not the tokenizer, decides the ratio.
-	minObserved = 100
-	// maxUnknownModels bounds the names outside Config.Models that learn a
-	// ratio of their own, since the names come from clients.
+	// minRatio bounds the ratio below: learning may lower a count by 5 %
+	// at most. The measured gap where tiktoken overcounts (DeepSeek on
+	// Chinese, 9–27 %) is larger, but a ratio below 1 is just what an
+	// upstream that under-reports prompt_tokens (cached tokens left out)
+	// teaches, and a low ratio is the one mistake that sends a prompt the
+	// upstream rejects. ratioFloor raises it further for small margins.
+	minRatio = 0.95
+	// ratioHorizon is the size, in counted tokens, of the memory of the
+	// ratio: an observation of n tokens moves it the share
+	// 1-exp(-n/ratioHorizon) of the way to its own ratio. So observations
+	// weigh by their size and compose: k prompts of n tokens at one ratio
+	// move it exactly as far as one prompt of k·n tokens. 2^18 is about
+	// two 128k windows: a history filling a 128k window moves the ratio
+	// 39 % of the way, a 1,000-token tool-call prompt 0.4 %, and a prompt
+	// under 100 tokens, whose ratio the upstream's fixed framing decides
+	// rather than the tokenizer, less than 0.04 %.
+	ratioHorizon = 1 << 18
+	// maxUnknownModels bounds the names outside Config.Models that learn
+	// of their own, since the names come from clients.
 	maxUnknownModels = 64
 )
 
-// ratio is a learned correction, safe for concurrent use; the zero value
-// is the ratio 1.
-type ratio struct {
-	bits atomic.Uint64 // math.Float64bits; 0 until the first observation
+// learned is what a model's upstream taught the Counter: the ratio of its
+// prompt_tokens to the tiktoken count, and the limits it reported in
+// context-length errors. Safe for concurrent use; the zero value has
+// learned nothing, and so has a nil *learned.
+type learned struct {
+	ratio  atomic.Uint64 // math.Float64bits; 0 for the ratio 1
+	window atomic.Int64  // context window the upstream reported; 0: none
+	input  atomic.Int64  // limit of the prompt alone it reported; 0: none
 }
 
-func (r *ratio) load() float64 {
-	if r == nil {
+func (l *learned) loadRatio() float64 {
+	if l == nil {
 		return 1
 	}
-	b := r.bits.Load()
-	if b == 0 {
-		return 1
+	if b := l.ratio.Load(); b != 0 {
+		return math.Float64frombits(b)
 	}
-	return math.Float64frombits(b)
+	return 1
 }
 
-func (r *ratio) observe(x float64) {
-	x = min(max(x, minRatio), maxRatio)
+// updateRatio replaces the ratio with next(current) until no concurrent
+// update intervenes.
+func (l *learned) updateRatio(next func(float64) float64) {
 	for {
-		old := r.bits.Load()
+		old := l.ratio.Load()
 		cur := 1.0
 		if old != 0 {
 			cur = math.Float64frombits(old)
 		}
-		next := cur + ratioWeight*(x-cur)
-		if r.bits.CompareAndSwap(old, math.Float64bits(next)) {
+		v := next(cur)
+		if v == cur || l.ratio.CompareAndSwap(old, math.Float64bits(v)) {
 			return
 		}
 	}
 }
 
-// Observe learns from one upstream answer: counted is the PromptTokens of
-// the Fit that was sent, reported the prompt_tokens the upstream billed for
-// it. The model's ratio moves a fifth of the way towards reported/counted,
-// bounded to [0.5, 2]. Prompts under 100 counted tokens, and answers
-// without usage (reported <= 0), teach nothing. Names Config.Models does
-// not match learn one ratio each, up to 64 names; later ones do not learn.
-func (c *Counter) Observe(model string, counted, reported int) {
-	if counted < minObserved || reported <= 0 {
+// lower sets *v to n when n is positive and below both the configured
+// value and what *v already holds (0: nothing yet).
+func lower(v *atomic.Int64, n, configured int) {
+	if n <= 0 || n >= configured {
 		return
 	}
-	r := c.ratioOf(c.models.resolve(model), model, true)
-	if r != nil {
-		r.observe(float64(reported) / float64(counted))
+	for {
+		old := v.Load()
+		if old != 0 && old <= int64(n) {
+			return
+		}
+		if v.CompareAndSwap(old, int64(n)) {
+			return
+		}
 	}
+}
+
+// limits returns base with the window lowered to what the upstream
+// reported, and the limit of the prompt alone it reported (0: none).
+func (l *learned) limits(base Limits) (Limits, int) {
+	if l == nil {
+		return base, 0
+	}
+	if w := int(l.window.Load()); w > 0 && w < base.ContextWindow {
+		base.ContextWindow = w
+	}
+	return base, int(l.input.Load())
+}
+
+// ratioFloor is the lowest ratio a model with limits l learns: minRatio,
+// or more when the margin is under 1/minRatio-1 (5.3 %), so that the
+// ratio and the margin together never judge a prompt smaller than its
+// tiktoken count. With the 2 % margin of OpenAI models, whose tokenizer
+// tiktoken is, a ratio below 1 can only come from under-reporting.
+func ratioFloor(l Limits) float64 {
+	return max(minRatio, 1/(1+l.SafetyMargin))
+}
+
+// Observe learns from one upstream answer: counted is the PromptTokens of
+// the Fit that was sent, reported the prompt_tokens the upstream billed for
+// it. The model's ratio moves towards reported/counted by the share
+// 1-exp(-counted/262144): a prompt weighs by its size, so short prompts,
+// however many, teach a long history only as much as the same number of
+// tokens in one long prompt would. The observed ratio is first bounded to
+// [0.95, 2] (the lower bound is higher for margins under 5.3 %, see
+// Limits.SafetyMargin), so an upstream that under-reports can lower counts
+// by 5 % at most. Answers without usage (reported <= 0) teach nothing.
+// Names Config.Models does not match learn one ratio each, up to 64 names;
+// later ones do not learn.
+func (c *Counter) Observe(model string, counted, reported int) {
+	if counted <= 0 || reported <= 0 {
+		return
+	}
+	m := c.models.resolve(model)
+	l := c.learnedOf(m, model, true)
+	if l == nil {
+		return
+	}
+	x := min(max(float64(reported)/float64(counted), ratioFloor(m.limits)), maxRatio)
+	w := -math.Expm1(-float64(counted) / ratioHorizon)
+	l.updateRatio(func(cur float64) float64 { return cur + w*(x-cur) })
 }
 
 // Ratio returns the learned ratio of model's prompt_tokens to the tiktoken
-// count: 1 until Observe has seen the model. Names that share a Models
-// entry share a ratio.
+// count: 1 until Observe or LearnOverflow has seen the model, then in
+// [0.95, 2]. Names that share a Models entry share a ratio.
 func (c *Counter) Ratio(model string) float64 {
-	return c.ratioOf(c.models.resolve(model), model, false).load()
+	return c.learnedOf(c.models.resolve(model), model, false).loadRatio()
 }
 
-// ratioOf returns the ratio of m, or of the unknown name when m is the
+// learnedOf returns what m learned, or the unknown name when m is the
 // default; nil when there is none and create is false or the unknown names
 // are at their bound.
-func (c *Counter) ratioOf(m *model, name string, create bool) *ratio {
-	if m.ratio != nil {
-		return m.ratio
+func (c *Counter) learnedOf(m *model, name string, create bool) *learned {
+	if m.learned != nil {
+		return m.learned
 	}
-	c.unknownMu.RLock()
-	r := c.unknown[name]
-	c.unknownMu.RUnlock()
-	if r != nil || !create {
-		return r
+	return c.unknown.get(name, create)
+}
+
+// unknownModels holds what names outside Config.Models learned, up to
+// maxUnknownModels names.
+type unknownModels struct {
+	mu sync.RWMutex
+	m  map[string]*learned
+}
+
+func (u *unknownModels) get(name string, create bool) *learned {
+	u.mu.RLock()
+	l := u.m[name]
+	u.mu.RUnlock()
+	if l != nil || !create {
+		return l
 	}
-	c.unknownMu.Lock()
-	defer c.unknownMu.Unlock()
-	if r := c.unknown[name]; r != nil {
-		return r
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if l := u.m[name]; l != nil {
+		return l
 	}
-	if len(c.unknown) >= maxUnknownModels {
+	if len(u.m) >= maxUnknownModels {
 		return nil
 	}
-	r = new(ratio)
-	c.unknown[name] = r
-	return r
+	if u.m == nil {
+		u.m = make(map[string]*learned)
+	}
+	l = new(learned)
+	u.m[name] = l
+	return l
 }

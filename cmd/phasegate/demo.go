@@ -12,7 +12,7 @@ import (
 	openai "github.com/sashabaranov/go-openai"
 	"github.com/sashabaranov/go-openai/jsonschema"
 
-	"github.com/phasegate/phasegate/proxy/proxytest"
+	"github.com/phasegate/phasegate/sim"
 )
 
 // demoMaxRequests bounds the scripted agent: without the guard the looping
@@ -97,17 +97,17 @@ func demoScenarios() []demoScenario {
 		{
 			title: "1. A looping model",
 			story: "The model bursts parallel calls, repeats calls it already made, sends malformed\narguments and calls a tool nobody declared — as DeepSeek does on a bad day.",
-			model: proxytest.SimLoopingModel, prompt: "What's the weather in Paris, and what time is it there?", tools: demoTools, newRun: weather,
+			model: sim.LoopingModel, prompt: "What's the weather in Paris, and what time is it there?", tools: demoTools, newRun: weather,
 		},
 		{
 			title: "2. A tool call leaked into the content",
 			story: "The model writes its call as DeepSeek's special tokens in the text, split across\nchunks, instead of a tool_calls delta.",
-			model: proxytest.SimLeakyModel, prompt: "What's the weather in Paris?", tools: demoTools, newRun: weather,
+			model: sim.LeakyModel, prompt: "What's the weather in Paris?", tools: demoTools, newRun: weather,
 		},
 		{
 			title: "3. Re-running the tests (run_tests is in REPEATABLE_TOOLS)",
 			story: "The model runs the tests, edits, runs them again — a legitimate repeat — and then\nkeeps re-running them without changing anything.",
-			model: proxytest.SimTestsModel, prompt: "Make the tests pass.", tools: demoTestTools,
+			model: sim.TestsModel, prompt: "Make the tests pass.", tools: demoTestTools,
 			newRun: func() func(string) string {
 				edits := 0
 				return func(name string) string {

@@ -24,14 +24,14 @@ import (
 	"github.com/phasegate/phasegate/metrics"
 	"github.com/phasegate/phasegate/protocol"
 	"github.com/phasegate/phasegate/proxy"
-	"github.com/phasegate/phasegate/proxy/proxytest"
+	"github.com/phasegate/phasegate/sim"
 	"github.com/phasegate/phasegate/thinking"
 	"github.com/phasegate/phasegate/tokens"
 )
 
 const (
 	simProvider = "simulated"
-	simBaseURL  = proxytest.SimBaseURL
+	simBaseURL  = sim.BaseURL
 )
 
 func main() {
@@ -111,7 +111,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 func newHandler(o options, log *slog.Logger) (*proxy.Handler, error) {
 	tr := http.RoundTripper(proxy.NewTransport(o.proxy.Timeouts))
 	if o.simulated {
-		tr = proxytest.Transport(proxytest.NewUpstream(proxytest.Simulated()), tr)
+		tr = &sim.Transport{Handler: sim.Handler(), Next: tr}
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))

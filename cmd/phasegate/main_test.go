@@ -18,6 +18,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/phasegate/phasegate/proxy/proxytest"
+	"github.com/phasegate/phasegate/sim"
 )
 
 func TestMain(m *testing.M) {
@@ -201,14 +202,14 @@ func TestRunSimulated(t *testing.T) {
 	for _, m := range models.Models {
 		ids = append(ids, m.ID)
 	}
-	if !strings.Contains(","+strings.Join(ids, ",")+",", ","+proxytest.SimModel+",") {
-		t.Errorf("models = %v, want %s among them", ids, proxytest.SimModel)
+	if !strings.Contains(","+strings.Join(ids, ",")+",", ","+sim.Model+",") {
+		t.Errorf("models = %v, want %s among them", ids, sim.Model)
 	}
 
 	tool := openai.Tool{Type: openai.ToolTypeFunction, Function: &openai.FunctionDefinition{Name: "get_weather",
 		Parameters: map[string]any{"type": "object", "properties": map[string]any{"city": map[string]any{"type": "string"}}, "required": []string{"city"}}}}
 	msgs := []openai.ChatCompletionMessage{{Role: openai.ChatMessageRoleUser, Content: "Weather in Paris?"}}
-	s, err := c.CreateChatCompletionStream(ctx, openai.ChatCompletionRequest{Model: proxytest.SimModel, Messages: msgs, Tools: []openai.Tool{tool}, Stream: true})
+	s, err := c.CreateChatCompletionStream(ctx, openai.ChatCompletionRequest{Model: sim.Model, Messages: msgs, Tools: []openai.Tool{tool}, Stream: true})
 	if err != nil {
 		t.Fatalf("stream: %v", err)
 	}
@@ -225,7 +226,7 @@ func TestRunSimulated(t *testing.T) {
 	msgs = append(msgs,
 		openai.ChatCompletionMessage{Role: openai.ChatMessageRoleAssistant, ToolCalls: calls},
 		openai.ChatCompletionMessage{Role: openai.ChatMessageRoleTool, ToolCallID: "call_sim_1", Content: "Sunny, 21°C"})
-	s, err = c.CreateChatCompletionStream(ctx, openai.ChatCompletionRequest{Model: proxytest.SimModel, Messages: msgs, Tools: []openai.Tool{tool}, Stream: true})
+	s, err = c.CreateChatCompletionStream(ctx, openai.ChatCompletionRequest{Model: sim.Model, Messages: msgs, Tools: []openai.Tool{tool}, Stream: true})
 	if err != nil {
 		t.Fatalf("second stream: %v", err)
 	}
@@ -235,12 +236,20 @@ func TestRunSimulated(t *testing.T) {
 		t.Errorf("answer = %q, %d calls, finish %q; want the tool result, no call, stop", content, len(calls), finish)
 	}
 
-	resp, err := c.CreateChatCompletion(ctx, openai.ChatCompletionRequest{Model: "any-model", Messages: []openai.ChatCompletionMessage{{Role: "user", Content: "hello"}}})
+	hello := openai.ChatCompletionRequest{Model: "any-model", Messages: []openai.ChatCompletionMessage{{Role: "user", Content: "hello"}}}
+	resp, err := c.CreateChatCompletion(ctx, hello)
 	if err != nil {
 		t.Fatalf("non-streaming: %v", err)
 	}
 	if got := resp.Choices[0].Message.Content; !strings.Contains(got, "You said: hello") {
 		t.Errorf("answer = %q, want the simulated echo", got)
+	}
+	again, err := c.CreateChatCompletion(ctx, hello)
+	if err != nil {
+		t.Fatalf("non-streaming again: %v", err)
+	}
+	if !strings.HasPrefix(resp.ID, "chatcmpl-") || again.ID == resp.ID {
+		t.Errorf("answer ids = %q then %q, want a fresh chatcmpl- id each", resp.ID, again.ID)
 	}
 	if !strings.Contains(g.log.String(), "SIMULATED") {
 		t.Errorf("no warning that the simulated model is served in the log:\n%s", g.log)
@@ -255,22 +264,22 @@ func TestRunSimulated(t *testing.T) {
 // gateway's key is sent.
 func TestRunUpstreams(t *testing.T) {
 	t.Parallel()
-	models := func(ids ...string) proxytest.Reply {
+	models := func(ids ...string) sim.Reply {
 		var data []string
 		for _, id := range ids {
 			data = append(data, `{"id":"`+id+`","object":"model","created":1,"owned_by":"x"}`)
 		}
-		return proxytest.Reply{Body: []byte(`{"object":"list","data":[` + strings.Join(data, ",") + `]}`)}
+		return sim.Reply{Body: []byte(`{"object":"list","data":[` + strings.Join(data, ",") + `]}`)}
 	}
-	respond := func(list proxytest.Reply) proxytest.Responder {
-		return func(r proxytest.Received) proxytest.Reply {
+	respond := func(list sim.Reply) proxytest.Responder {
+		return func(r proxytest.Received) sim.Reply {
 			switch {
 			case strings.HasSuffix(r.Path, "/models"):
 				return list
 			case strings.HasSuffix(r.Path, "/embeddings"):
-				return proxytest.Reply{Body: []byte(`{"object":"list","data":[{"object":"embedding","index":0,"embedding":[1]}],"model":"m","usage":{"prompt_tokens":1,"total_tokens":1}}`)}
+				return sim.Reply{Body: []byte(`{"object":"list","data":[{"object":"embedding","index":0,"embedding":[1]}],"model":"m","usage":{"prompt_tokens":1,"total_tokens":1}}`)}
 			}
-			return proxytest.NewStream("m").Role().Content("from " + r.Path).Finish("stop").Done().Reply()
+			return sim.NewStream("m").Role().Content("from " + r.Path).Finish("stop").Done().Reply()
 		}
 	}
 	ds, dsrv := proxytest.NewServer(t, respond(models("deepseek-v4-flash", "deepseek-v4-pro")))
@@ -353,8 +362,8 @@ func TestRunShutdownDrains(t *testing.T) {
 	t.Parallel()
 	arrived := make(chan struct{}, 1)
 	release := make(chan struct{})
-	stream := proxytest.NewStream("gpt-5").Role().Content("all ", "of ", "it").Finish("stop").Done()
-	_, usrv := proxytest.NewServer(t, func(proxytest.Received) proxytest.Reply {
+	stream := sim.NewStream("gpt-5").Role().Content("all ", "of ", "it").Finish("stop").Done()
+	_, usrv := proxytest.NewServer(t, func(proxytest.Received) sim.Reply {
 		arrived <- struct{}{}
 		<-release
 		return stream.Reply()
@@ -419,7 +428,7 @@ func TestRunShutdownDrains(t *testing.T) {
 // cut, and its upstream call cancelled, once the grace runs out.
 func TestRunShutdownLimit(t *testing.T) {
 	t.Parallel()
-	up, usrv := proxytest.NewServer(t, proxytest.Script(proxytest.Reply{Events: proxytest.NewStream("gpt-5").Role().Content("Once").Events(), Hang: true}))
+	up, usrv := proxytest.NewServer(t, proxytest.Script(sim.Reply{Events: sim.NewStream("gpt-5").Role().Content("Once").Events(), Hang: true}))
 	g := start(t, nil, map[string]string{"OPENAI_BASE_URL": usrv.URL + "/v1", "SHUTDOWN_TIMEOUT": "200ms"})
 
 	req, _ := http.NewRequestWithContext(testContext(t), http.MethodPost, g.url+"/standard/v1/chat/completions",

@@ -30,6 +30,7 @@ import (
 
 	"github.com/phasegate/phasegate/protocol/chat"
 	"github.com/phasegate/phasegate/proxy/proxytest"
+	"github.com/phasegate/phasegate/sim"
 	"github.com/phasegate/phasegate/tokens"
 )
 
@@ -137,35 +138,35 @@ var (
 )
 
 // scenario answers one parsed chat completion request.
-type scenario func(req *chat.Request) proxytest.Reply
+type scenario func(req *chat.Request) sim.Reply
 
 var scenarios = map[string]scenario{
 	// text: plain content, with a keep-alive comment mid-stream.
-	"text": func(req *chat.Request) proxytest.Reply {
+	"text": func(req *chat.Request) sim.Reply {
 		if !req.Stream {
-			return proxytest.Completion(req.Model, map[string]any{"content": strings.Join(textPieces, "")}, chat.FinishStop, usage())
+			return sim.Completion(req.Model, map[string]any{"content": strings.Join(textPieces, "")}, chat.FinishStop, usage())
 		}
-		s := proxytest.NewStream(req.Model).Role().Content(textPieces[:3]...).KeepAlive().Content(textPieces[3:]...)
+		s := sim.NewStream(req.Model).Role().Content(textPieces[:3]...).KeepAlive().Content(textPieces[3:]...)
 		return finish(req, s, chat.FinishStop)
 	},
 	// reasoning: DeepSeek thinking mode, reasoning_content before content.
-	"reasoning": func(req *chat.Request) proxytest.Reply {
+	"reasoning": func(req *chat.Request) sim.Reply {
 		if !req.Stream {
-			return proxytest.Completion(req.Model, map[string]any{"content": reasoningAnswer,
+			return sim.Completion(req.Model, map[string]any{"content": reasoningAnswer,
 				"reasoning_content": strings.Join(reasoningPieces, "")}, chat.FinishStop, usage())
 		}
-		s := proxytest.NewStream(req.Model).Role().Reasoning(reasoningPieces...).Content(reasoningAnswer)
+		s := sim.NewStream(req.Model).Role().Reasoning(reasoningPieces...).Content(reasoningAnswer)
 		return finish(req, s, chat.FinishStop)
 	},
 	// tool-call: one tool call, its arguments fragmented across deltas.
-	"tool-call": func(req *chat.Request) proxytest.Reply {
+	"tool-call": func(req *chat.Request) sim.Reply {
 		if !req.Stream {
 			call := chat.ToolCall{ID: toolCallID, Type: "function",
 				Function: chat.FunctionCall{Name: toolCallName, Arguments: strings.Join(toolArgPieces, "")}}
-			return proxytest.Completion(req.Model, map[string]any{"content": nil, "tool_calls": []chat.ToolCall{call}},
+			return sim.Completion(req.Model, map[string]any{"content": nil, "tool_calls": []chat.ToolCall{call}},
 				chat.FinishToolCalls, usage())
 		}
-		s := proxytest.NewStream(req.Model).Role().ToolCall(0, toolCallID, toolCallName, toolArgPieces...)
+		s := sim.NewStream(req.Model).Role().ToolCall(0, toolCallID, toolCallName, toolArgPieces...)
 		return finish(req, s, chat.FinishToolCalls)
 	},
 	// duplicate: a model that repeats a call. Asked with a history whose
@@ -173,17 +174,17 @@ var scenarios = map[string]scenario{
 	// (spaced differently from any earlier call); asked again after the
 	// gateway appended a message of its own (a notice, as the two-stage
 	// guard does), it answers in text.
-	"duplicate": func(req *chat.Request) proxytest.Reply {
+	"duplicate": func(req *chat.Request) sim.Reply {
 		last := req.Messages[len(req.Messages)-1]
 		if last.Role == chat.RoleSystem {
-			return finish(req, proxytest.NewStream(req.Model).Role().Content(duplicateAnswer), chat.FinishStop)
+			return finish(req, sim.NewStream(req.Model).Role().Content(duplicateAnswer), chat.FinishStop)
 		}
-		s := proxytest.NewStream(req.Model).Role().ToolCall(0, "call_e2e_dup_2", toolCallName, `{"city":`, ` "Paris"}`)
+		s := sim.NewStream(req.Model).Role().ToolCall(0, "call_e2e_dup_2", toolCallName, `{"city":`, ` "Paris"}`)
 		return finish(req, s, chat.FinishToolCalls)
 	},
 	// rate-limit: OpenAI's 429, with its headers.
-	"rate-limit": func(*chat.Request) proxytest.Reply {
-		r := proxytest.Error(http.StatusTooManyRequests, "Rate limit reached for requests", "requests", "rate_limit_exceeded")
+	"rate-limit": func(*chat.Request) sim.Reply {
+		r := sim.Error(http.StatusTooManyRequests, "Rate limit reached for requests", "requests", "rate_limit_exceeded")
 		r.Header = http.Header{
 			"Retry-After":                    {"7"},
 			"X-Ratelimit-Limit-Requests":     {"60"},
@@ -193,12 +194,12 @@ var scenarios = map[string]scenario{
 	},
 	// truncated: the body ends cleanly mid-answer, without a finish or
 	// [DONE].
-	"truncated": func(req *chat.Request) proxytest.Reply {
-		return proxytest.NewStream(req.Model).Role().Content("partial ").Reply()
+	"truncated": func(req *chat.Request) sim.Reply {
+		return sim.NewStream(req.Model).Role().Content("partial ").Reply()
 	},
 	// cut: the connection drops mid-answer, without a finish or [DONE].
-	"cut": func(req *chat.Request) proxytest.Reply {
-		r := proxytest.NewStream(req.Model).Role().Content("partial ").Reply()
+	"cut": func(req *chat.Request) sim.Reply {
+		r := sim.NewStream(req.Model).Role().Content("partial ").Reply()
 		r.Cut = true
 		return r
 	},
@@ -207,17 +208,17 @@ var scenarios = map[string]scenario{
 	// o200k_base count of the messages and tools (what the gateway counts
 	// for gpt-4o), which is also the usage's prompt_tokens: an upstream
 	// whose tokenizer is tiktoken, so the gateway's learned ratio stays 1.
-	"history": func(req *chat.Request) proxytest.Reply {
+	"history": func(req *chat.Request) sim.Reply {
 		prompt, err := historyTokens(req)
 		if err != nil {
-			return proxytest.Error(http.StatusInternalServerError, "upstreamdouble: count: "+err.Error(), "server_error", "count_failed")
+			return sim.Error(http.StatusInternalServerError, "upstreamdouble: count: "+err.Error(), "server_error", "count_failed")
 		}
 		b, _ := json.Marshal(map[string]int{"messages": len(req.Messages), "prompt_tokens": prompt})
 		u := map[string]any{"prompt_tokens": prompt, "completion_tokens": usageCompletion, "total_tokens": prompt + usageCompletion}
 		if !req.Stream {
-			return proxytest.Completion(req.Model, map[string]any{"content": string(b)}, chat.FinishStop, u)
+			return sim.Completion(req.Model, map[string]any{"content": string(b)}, chat.FinishStop, u)
 		}
-		s := proxytest.NewStream(req.Model).Role().Content(string(b)).Finish(chat.FinishStop)
+		s := sim.NewStream(req.Model).Role().Content(string(b)).Finish(chat.FinishStop)
 		if req.IncludeUsage {
 			s.Usage(prompt, usageCompletion, nil)
 		}
@@ -225,41 +226,41 @@ var scenarios = map[string]scenario{
 	},
 	// leaked-call: DeepSeek writes its tool call into the content as V3
 	// special tokens, split across deltas, and finishes with stop.
-	"leaked-call": func(req *chat.Request) proxytest.Reply {
+	"leaked-call": func(req *chat.Request) sim.Reply {
 		if !req.Stream {
-			return proxytest.Completion(req.Model, map[string]any{"content": leakedText + strings.Join(leakedPieces, "")}, chat.FinishStop, usage())
+			return sim.Completion(req.Model, map[string]any{"content": leakedText + strings.Join(leakedPieces, "")}, chat.FinishStop, usage())
 		}
-		s := proxytest.NewStream(req.Model).Role().Content(leakedText).Content(leakedPieces...)
+		s := sim.NewStream(req.Model).Role().Content(leakedText).Content(leakedPieces...)
 		return finish(req, s, chat.FinishStop)
 	},
 	// run-tests: a model that runs the tests again; once the gateway
 	// appended a notice of its own, it answers in text.
-	"run-tests": func(req *chat.Request) proxytest.Reply {
+	"run-tests": func(req *chat.Request) sim.Reply {
 		if req.Messages[len(req.Messages)-1].Role == chat.RoleSystem {
 			if !req.Stream {
-				return proxytest.Completion(req.Model, map[string]any{"content": runTestsAnswer}, chat.FinishStop, usage())
+				return sim.Completion(req.Model, map[string]any{"content": runTestsAnswer}, chat.FinishStop, usage())
 			}
-			return finish(req, proxytest.NewStream(req.Model).Role().Content(runTestsAnswer), chat.FinishStop)
+			return finish(req, sim.NewStream(req.Model).Role().Content(runTestsAnswer), chat.FinishStop)
 		}
 		if !req.Stream {
 			call := chat.ToolCall{ID: runTestsCallID, Type: "function", Function: chat.FunctionCall{Name: "run_tests", Arguments: "{}"}}
-			return proxytest.Completion(req.Model, map[string]any{"content": nil, "tool_calls": []chat.ToolCall{call}}, chat.FinishToolCalls, usage())
+			return sim.Completion(req.Model, map[string]any{"content": nil, "tool_calls": []chat.ToolCall{call}}, chat.FinishToolCalls, usage())
 		}
-		s := proxytest.NewStream(req.Model).Role().ToolCall(0, runTestsCallID, "run_tests", "{", "}")
+		s := sim.NewStream(req.Model).Role().ToolCall(0, runTestsCallID, "run_tests", "{", "}")
 		return finish(req, s, chat.FinishToolCalls)
 	},
 	// thinking: DeepSeek's thinking mode. An assistant tool-call message
 	// without reasoning_content gets DeepSeek's 400. After a tool result
 	// it answers with the reasoning_content it got back for the call;
 	// otherwise it reasons and calls get_weather.
-	"thinking": func(req *chat.Request) proxytest.Reply {
+	"thinking": func(req *chat.Request) sim.Reply {
 		got := ""
 		for i, m := range req.Messages {
 			if m.Role != chat.RoleAssistant || len(m.ToolCalls) == 0 {
 				continue
 			}
 			if m.ReasoningContent == nil {
-				return proxytest.Error(http.StatusBadRequest,
+				return sim.Error(http.StatusBadRequest,
 					fmt.Sprintf("Missing `reasoning_content` field in the assistant message at message index %d. For more information, please refer to https://api-docs.deepseek.com/guides/thinking_mode#tool-calls", i),
 					"invalid_request_error", "invalid_request_error")
 			}
@@ -267,51 +268,51 @@ var scenarios = map[string]scenario{
 		}
 		if req.Messages[len(req.Messages)-1].Role == chat.RoleTool {
 			if !req.Stream {
-				return proxytest.Completion(req.Model, map[string]any{"content": thinkingEcho + got, "reasoning_content": "Answer."}, chat.FinishStop, usage())
+				return sim.Completion(req.Model, map[string]any{"content": thinkingEcho + got, "reasoning_content": "Answer."}, chat.FinishStop, usage())
 			}
-			s := proxytest.NewStream(req.Model).Role().Reasoning("Answer.").Content(thinkingEcho + got)
+			s := sim.NewStream(req.Model).Role().Reasoning("Answer.").Content(thinkingEcho + got)
 			return finish(req, s, chat.FinishStop)
 		}
 		if !req.Stream {
 			call := chat.ToolCall{ID: thinkingCallID, Type: "function", Function: chat.FunctionCall{Name: toolCallName, Arguments: `{"city": "Oslo"}`}}
-			return proxytest.Completion(req.Model, map[string]any{"content": nil, "reasoning_content": strings.Join(thinkingPieces, ""),
+			return sim.Completion(req.Model, map[string]any{"content": nil, "reasoning_content": strings.Join(thinkingPieces, ""),
 				"tool_calls": []chat.ToolCall{call}}, chat.FinishToolCalls, usage())
 		}
-		s := proxytest.NewStream(req.Model).Role().Reasoning(thinkingPieces...).
+		s := sim.NewStream(req.Model).Role().Reasoning(thinkingPieces...).
 			ToolCall(0, thinkingCallID, toolCallName, `{"city":`, ` "Oslo"}`)
 		return finish(req, s, chat.FinishToolCalls)
 	},
 	// busy-once: the first request with a given body ends at once with
 	// DeepSeek's insufficient_system_resource; the same body again is
 	// answered.
-	"busy-once": func(req *chat.Request) proxytest.Reply {
+	"busy-once": func(req *chat.Request) sim.Reply {
 		first := firstTime("busy-once", req)
 		switch {
 		case !req.Stream && first:
-			return proxytest.Completion(req.Model, map[string]any{"content": ""}, "insufficient_system_resource", usage())
+			return sim.Completion(req.Model, map[string]any{"content": ""}, "insufficient_system_resource", usage())
 		case !req.Stream:
-			return proxytest.Completion(req.Model, map[string]any{"content": transientAnswer}, chat.FinishStop, usage())
+			return sim.Completion(req.Model, map[string]any{"content": transientAnswer}, chat.FinishStop, usage())
 		case first:
-			return finish(req, proxytest.NewStream(req.Model).Role(), "insufficient_system_resource")
+			return finish(req, sim.NewStream(req.Model).Role(), "insufficient_system_resource")
 		}
-		return finish(req, proxytest.NewStream(req.Model).Role().Content(transientAnswer), chat.FinishStop)
+		return finish(req, sim.NewStream(req.Model).Role().Content(transientAnswer), chat.FinishStop)
 	},
 	// cut-once: the first request with a given body has its connection
 	// cut after the opening chunk (before any byte when not streaming);
 	// the same body again is answered.
-	"cut-once": func(req *chat.Request) proxytest.Reply {
+	"cut-once": func(req *chat.Request) sim.Reply {
 		if firstTime("cut-once", req) {
-			r := proxytest.Reply{Cut: true}
+			r := sim.Reply{Cut: true}
 			if req.Stream {
-				r = proxytest.NewStream(req.Model).Role().Reply()
+				r = sim.NewStream(req.Model).Role().Reply()
 				r.Cut = true
 			}
 			return r
 		}
 		if !req.Stream {
-			return proxytest.Completion(req.Model, map[string]any{"content": transientAnswer}, chat.FinishStop, usage())
+			return sim.Completion(req.Model, map[string]any{"content": transientAnswer}, chat.FinishStop, usage())
 		}
-		return finish(req, proxytest.NewStream(req.Model).Role().Content(transientAnswer), chat.FinishStop)
+		return finish(req, sim.NewStream(req.Model).Role().Content(transientAnswer), chat.FinishStop)
 	},
 }
 
@@ -361,7 +362,7 @@ func historyTokens(req *chat.Request) (int, error) {
 
 // finish ends a stream: the finish reason, the usage chunk when the client
 // asked for it, [DONE].
-func finish(req *chat.Request, s *proxytest.Stream, reason string) proxytest.Reply {
+func finish(req *chat.Request, s *sim.Stream, reason string) sim.Reply {
 	s.Finish(reason)
 	if req.IncludeUsage {
 		s.Usage(usagePrompt, usageCompletion, usageExtra)
@@ -378,7 +379,7 @@ func usage() map[string]any {
 }
 
 // respond is the double's proxytest.Responder.
-func respond(r proxytest.Received) proxytest.Reply {
+func respond(r proxytest.Received) sim.Reply {
 	switch {
 	case r.Method == http.MethodGet && r.Path == "/v1/models":
 		data := make([]any, 0, len(models))
@@ -386,20 +387,20 @@ func respond(r proxytest.Received) proxytest.Reply {
 			data = append(data, map[string]any{"id": m, "object": "model", "created": 1767225600, "owned_by": "upstreamdouble"})
 		}
 		b, _ := json.Marshal(map[string]any{"object": "list", "data": data})
-		return proxytest.Reply{Body: b}
+		return sim.Reply{Body: b}
 	case r.Method == http.MethodPost && r.Path == "/v1/chat/completions":
 	default:
-		return proxytest.Error(http.StatusNotFound, "upstreamdouble does not serve "+r.Method+" "+r.Path, "invalid_request_error", "unknown_url")
+		return sim.Error(http.StatusNotFound, "upstreamdouble does not serve "+r.Method+" "+r.Path, "invalid_request_error", "unknown_url")
 	}
 	req, err := chat.ParseRequest(r.Body)
 	if err != nil {
 		e := chat.AsError(err)
-		return proxytest.Reply{Status: e.Status, Body: e.Body()}
+		return sim.Reply{Status: e.Status, Body: e.Body()}
 	}
 	name := scenarioOf(r.Header, req)
 	s, ok := scenarios[name]
 	if !ok {
-		return proxytest.Error(http.StatusBadRequest,
+		return sim.Error(http.StatusBadRequest,
 			fmt.Sprintf("upstreamdouble: unknown scenario %q: set the %s header or end the last user message with %sNAME", name, scenarioHeader, scenarioPrefix),
 			"invalid_request_error", "unknown_scenario")
 	}

@@ -1,4 +1,4 @@
-package proxytest_test
+package sim_test
 
 import (
 	"encoding/json"
@@ -10,20 +10,20 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/phasegate/phasegate/protocol/chat"
-	"github.com/phasegate/phasegate/proxy/proxytest"
+	"github.com/phasegate/phasegate/sim"
 )
 
 const weatherTool = `{"type":"function","function":{"name":"get_weather","parameters":{"type":"object","properties":{"city":{"type":"string"},"days":{"type":"integer"},"unit":{"enum":["c","f"]},"raw":{"type":"boolean"}},"required":["unit","city","days","raw"]}}}`
 
 // simulate answers one request with the simulated model.
-func simulate(t *testing.T, method, path, body string) proxytest.Reply {
+func simulate(t *testing.T, method, path, body string) sim.Reply {
 	t.Helper()
-	return proxytest.Simulated()(proxytest.Received{Method: method, Path: path, Body: []byte(body)})
+	return sim.Answer(method, path, []byte(body))
 }
 
 // assemble turns a simulated reply, streamed or not, into the message the
 // client would end with.
-func assemble(t *testing.T, r proxytest.Reply) (msg map[string]any, finish string, usage map[string]any) {
+func assemble(t *testing.T, r sim.Reply) (msg map[string]any, finish string, usage map[string]any) {
 	t.Helper()
 	body := r.Body
 	if r.Events != nil {
@@ -165,7 +165,7 @@ func TestSimulatedRoutes(t *testing.T) {
 			for _, m := range list.Data {
 				ids = append(ids, m.ID)
 			}
-			if diff := cmp.Diff(proxytest.SimModels, ids); diff != "" {
+			if diff := cmp.Diff(sim.Models, ids); diff != "" {
 				t.Errorf("models (-want +got):\n%s", diff)
 			}
 		})

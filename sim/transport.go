@@ -1,4 +1,4 @@
-package proxytest
+package sim
 
 import (
 	"context"
@@ -7,22 +7,22 @@ import (
 	"sync"
 )
 
-// SimBaseURL is the base URL of the in-process simulated model. Its host
-// is in the reserved .invalid domain, so it can never reach a network.
-const SimBaseURL = "http://phasegate-sim.invalid/v1"
+// BaseURL is the base URL of the in-process simulated models. Its host is
+// in the reserved .invalid domain, so it can never reach a network.
+const BaseURL = "http://" + host + "/v1"
 
-const simHost = "phasegate-sim.invalid"
+const host = "phasegate-sim.invalid"
 
-// Transport serves requests for SimBaseURL's host in process with h and
-// sends every other request through next. The simulated model thus needs
-// no listener, no port and no network.
-func Transport(h http.Handler, next http.RoundTripper) http.RoundTripper {
-	return &handlerTransport{h: h, next: next}
-}
-
-type handlerTransport struct {
-	h    http.Handler
-	next http.RoundTripper
+// Transport is an http.RoundTripper that serves requests for BaseURL's
+// host in process and sends every other request on. The simulated models
+// thus need no listener, no port and no network. The zero Transport
+// serves the simulated models and sends the rest through
+// http.DefaultTransport.
+type Transport struct {
+	// Handler serves the requests for BaseURL's host; nil means Handler().
+	Handler http.Handler
+	// Next carries every other request; nil means http.DefaultTransport.
+	Next http.RoundTripper
 }
 
 // RoundTrip runs the handler in a goroutine that writes into a pipe; the
@@ -30,9 +30,17 @@ type handlerTransport struct {
 // written, the request's context ends, or the reader closes the body.
 // As with a real server, the handler's request context ends when the
 // client closes the body, so a handler holding a reply open sees it leave.
-func (t *handlerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	if req.URL.Host != simHost {
-		return t.next.RoundTrip(req)
+func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.URL.Host != host {
+		next := t.Next
+		if next == nil {
+			next = http.DefaultTransport
+		}
+		return next.RoundTrip(req)
+	}
+	h := t.Handler
+	if h == nil {
+		h = Handler()
 	}
 	ctx, cancel := context.WithCancel(req.Context())
 	sreq := req.WithContext(ctx)
@@ -40,6 +48,9 @@ func (t *handlerTransport) RoundTrip(req *http.Request) (*http.Response, error) 
 	w := &pipeResponse{header: http.Header{}, pw: pw, ready: make(chan struct{})}
 	go func() {
 		defer cancel()
+		if req.Body != nil {
+			defer req.Body.Close() // a RoundTripper closes the request body
+		}
 		defer func() {
 			if v := recover(); v != nil {
 				// http.ErrAbortHandler or a bug: the client sees a cut body.
@@ -50,7 +61,7 @@ func (t *handlerTransport) RoundTrip(req *http.Request) (*http.Response, error) 
 			w.WriteHeader(http.StatusOK)
 			pw.Close()
 		}()
-		t.h.ServeHTTP(w, sreq)
+		h.ServeHTTP(w, sreq)
 	}()
 	select {
 	case <-w.ready:

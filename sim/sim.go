@@ -1,8 +1,18 @@
-package proxytest
+// Package sim is a simulated OpenAI-compatible upstream: the built-in
+// models the gateway serves when no provider is configured, so it starts
+// with no key and no network, and the replies and chunk streams they are
+// written in. Transport serves the models in process, behind BaseURL.
+// Tests may use the package as a double: its replies speak the wire
+// exactly as DeepSeek and OpenAI do (tool calls fragmented across deltas
+// with index, id and type on the first fragment only, reasoning_content, a
+// usage chunk when stream_options.include_usage is set, keep-alive
+// comments), and every answer carries a fresh id.
+package sim
 
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"sort"
 	"strings"
@@ -13,50 +23,65 @@ import (
 
 // Names of the simulated models.
 const (
-	// SimModel answers like a well-behaved model: it calls the first
-	// declared tool once, then answers from the tool result.
-	SimModel = "phasegate-sim"
-	// SimLoopingModel plays a looping DeepSeek: it bursts parallel calls,
+	// Model answers like a well-behaved model: it calls the first declared
+	// tool once, then answers from the tool result.
+	Model = "phasegate-sim"
+	// LoopingModel plays a looping DeepSeek: it bursts parallel calls,
 	// repeats executed calls, sends malformed arguments and calls tools
 	// that were never declared, and answers only once it has no tools.
-	SimLoopingModel = "phasegate-sim-looping"
+	LoopingModel = "phasegate-sim-looping"
 )
 
-// SimModels lists the simulated models, as /v1/models shows them.
-var SimModels = []string{SimModel, SimLoopingModel, SimLeakyModel, SimTestsModel}
+// Models lists the simulated models, as /v1/models shows them.
+var Models = []string{Model, LoopingModel, LeakyModel, TestsModel}
 
-// Simulated is the responder of the built-in simulated model. It needs no
-// key and no network: it answers /models and /chat/completions from the
-// request alone, streaming or not, with usage when asked.
-func Simulated() Responder {
-	return func(r Received) Reply {
-		switch {
-		case strings.HasSuffix(r.Path, "/models"):
-			return simModels()
-		case strings.HasSuffix(r.Path, "/chat/completions") && r.Method == http.MethodPost:
-		default:
-			return Error(http.StatusNotFound, "the simulated model does not serve "+r.Path, "invalid_request_error", "unknown_url")
-		}
-		req, err := chat.ParseRequest(r.Body)
-		if err != nil {
-			e := chat.AsError(err)
-			return Reply{Status: e.Status, Body: e.Body()}
-		}
-		return simAnswer(req)
+// Answer is the simulated models' reply to a request with method, path and
+// body. It needs no key and no network: it answers /models and
+// /chat/completions from the request alone, streaming or not, with usage
+// when asked; any other path is a 404.
+func Answer(method, path string, body []byte) Reply {
+	switch {
+	case strings.HasSuffix(path, "/models"):
+		return modelList()
+	case strings.HasSuffix(path, "/chat/completions") && method == http.MethodPost:
+	default:
+		return Error(http.StatusNotFound, "the simulated model does not serve "+path, "invalid_request_error", "unknown_url")
 	}
+	req, err := chat.ParseRequest(body)
+	if err != nil {
+		e := chat.AsError(err)
+		return Reply{Status: e.Status, Body: e.Body()}
+	}
+	return answer(req)
 }
 
-func simModels() Reply {
-	data := make([]any, 0, len(SimModels))
-	for _, m := range SimModels {
+// Handler serves the simulated models over HTTP, with Answer. It keeps no
+// state: one Handler serves any number of requests at once.
+func Handler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var body []byte
+		if r.Body != nil {
+			var err error
+			if body, err = io.ReadAll(r.Body); err != nil {
+				Error(http.StatusBadRequest, "read the request body: "+err.Error(), "invalid_request_error", "bad_body").Serve(r.Context(), w)
+				return
+			}
+		}
+		Answer(r.Method, r.URL.Path, body).Serve(r.Context(), w)
+	})
+}
+
+func modelList() Reply {
+	data := make([]any, 0, len(Models))
+	for _, m := range Models {
 		data = append(data, map[string]any{"id": m, "object": "model", "created": 1767225600, "owned_by": "phasegate (simulated)"})
 	}
 	b, _ := json.Marshal(map[string]any{"object": "list", "data": data})
 	return Reply{Body: b}
 }
 
-// simTurn is what the simulated model decides to say.
-type simTurn struct {
+// turn is what the simulated model decides to say.
+type turn struct {
 	reasoning string
 	text      string
 	call      *chat.ToolCall
@@ -64,7 +89,7 @@ type simTurn struct {
 	more []chat.ToolCall
 }
 
-func (t simTurn) allCalls() []chat.ToolCall {
+func (t turn) allCalls() []chat.ToolCall {
 	if t.call == nil {
 		return nil
 	}
@@ -74,9 +99,9 @@ func (t simTurn) allCalls() []chat.ToolCall {
 // loopDecide plays the looping model. Its moves depend only on the
 // request: the tool results of the turn and the system notices appended
 // after them, so it loops the same way through any gateway.
-func loopDecide(req *chat.Request) simTurn {
+func loopDecide(req *chat.Request) turn {
 	if len(req.Tools) == 0 || toolChoiceNone(req) {
-		return simTurn{reasoning: "No tools left; answer.", text: "Final answer (simulated): here is what the tools returned, summed up."}
+		return turn{reasoning: "No tools left; answer.", text: "Final answer (simulated): here is what the tools returned, summed up."}
 	}
 	st := readTurn(req)
 	executed, notices := st.executed, st.notices
@@ -87,7 +112,7 @@ func loopDecide(req *chat.Request) simTurn {
 	}
 	if len(executed) == 0 {
 		// A burst: the same call twice and another tool, in one response.
-		t := simTurn{reasoning: "Call everything at once.", text: "Let me look that up. ", call: call("call_loop_1", first.Name, args)}
+		t := turn{reasoning: "Call everything at once.", text: "Let me look that up. ", call: call("call_loop_1", first.Name, args)}
 		t.more = append(t.more, *call("call_loop_2", first.Name, args))
 		if len(req.Tools) > 1 {
 			second := req.Tools[1].Function
@@ -103,12 +128,12 @@ func loopDecide(req *chat.Request) simTurn {
 		if len(cut) > 1 {
 			cut = cut[:len(cut)-1]
 		}
-		return simTurn{reasoning: "Try again.", call: call(id, prev.Function.Name, cut)}
+		return turn{reasoning: "Try again.", call: call(id, prev.Function.Name, cut)}
 	case 2:
-		return simTurn{reasoning: "Search instead.", call: call(id, "search_web", `{"query":"the same thing again"}`)}
+		return turn{reasoning: "Search instead.", call: call(id, "search_web", `{"query":"the same thing again"}`)}
 	default:
 		// The executed call again, spelled differently: same signature.
-		return simTurn{reasoning: "Check once more.", text: "Let me check that again. ", call: call(id, prev.Function.Name, respell(prev.Function.Arguments))}
+		return turn{reasoning: "Check once more.", text: "Let me check that again. ", call: call(id, prev.Function.Name, respell(prev.Function.Arguments))}
 	}
 }
 
@@ -139,13 +164,13 @@ func respell(args string) string {
 	return b.String()
 }
 
-func simDecide(req *chat.Request) simTurn {
+func decide(req *chat.Request) turn {
 	switch req.Model {
-	case SimLoopingModel:
+	case LoopingModel:
 		return loopDecide(req)
-	case SimLeakyModel:
+	case LeakyModel:
 		return leakDecide(req)
-	case SimTestsModel:
+	case TestsModel:
 		return testsDecide(req)
 	}
 	last := req.Messages[len(req.Messages)-1]
@@ -159,10 +184,10 @@ func simDecide(req *chat.Request) simTurn {
 			}
 			result = result[:cut] + "…"
 		}
-		return simTurn{reasoning: "The tool answered; summarise it.", text: "Simulated answer from the tool result: " + result}
+		return turn{reasoning: "The tool answered; summarise it.", text: "Simulated answer from the tool result: " + result}
 	case len(req.Tools) > 0 && !toolChoiceNone(req):
 		t := req.Tools[0].Function
-		return simTurn{reasoning: "A tool can answer this; call it.", call: &chat.ToolCall{
+		return turn{reasoning: "A tool can answer this; call it.", call: &chat.ToolCall{
 			ID: "call_sim_1", Type: "function", Function: chat.FunctionCall{Name: t.Name, Arguments: exampleArguments(t.Parameters)}}}
 	default:
 		said := ""
@@ -172,7 +197,7 @@ func simDecide(req *chat.Request) simTurn {
 				break
 			}
 		}
-		return simTurn{reasoning: "Answer directly.", text: "This is phasegate's simulated model (no upstream is configured). You said: " + said}
+		return turn{reasoning: "Answer directly.", text: "This is phasegate's simulated model (no upstream is configured). You said: " + said}
 	}
 }
 
@@ -218,25 +243,25 @@ func exampleArguments(schema json.RawMessage) string {
 	return string(b)
 }
 
-func simAnswer(req *chat.Request) Reply {
-	turn := simDecide(req)
-	model := SimModel
-	if isSim(req.Model) {
+func answer(req *chat.Request) Reply {
+	say := decide(req)
+	model := Model
+	if isModel(req.Model) {
 		model = req.Model
 	}
-	prompt, completion := 0, len(strings.Fields(turn.text))+len(strings.Fields(turn.reasoning))
+	prompt, completion := 0, len(strings.Fields(say.text))+len(strings.Fields(say.reasoning))
 	for _, m := range req.Messages {
 		prompt += len(strings.Fields(m.Text())) + 4
 	}
-	if turn.call != nil {
-		completion += len(turn.call.Function.Arguments) / 4
+	if say.call != nil {
+		completion += len(say.call.Function.Arguments) / 4
 	}
 	usage := map[string]any{"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
 	if !req.Stream {
-		msg := map[string]any{"content": turn.text, "reasoning_content": turn.reasoning}
+		msg := map[string]any{"content": say.text, "reasoning_content": say.reasoning}
 		finish := chat.FinishStop
-		if calls := turn.allCalls(); len(calls) > 0 {
-			if turn.text == "" {
+		if calls := say.allCalls(); len(calls) > 0 {
+			if say.text == "" {
 				msg["content"] = nil
 			}
 			msg["tool_calls"] = calls
@@ -244,14 +269,14 @@ func simAnswer(req *chat.Request) Reply {
 		}
 		return Completion(model, msg, finish, usage)
 	}
-	s := NewStream(model).Role().Reasoning(words(turn.reasoning)...)
+	s := NewStream(model).Role().Reasoning(words(say.reasoning)...)
 	finish := chat.FinishStop
-	if req.Model == SimLeakyModel {
-		s.Content(pieces(turn.text, 7)...) // markers split across chunks, as DeepSeek splits them
+	if req.Model == LeakyModel {
+		s.Content(pieces(say.text, 7)...) // markers split across chunks, as DeepSeek splits them
 	} else {
-		s.Content(words(turn.text)...)
+		s.Content(words(say.text)...)
 	}
-	for i, c := range turn.allCalls() {
+	for i, c := range say.allCalls() {
 		s.ToolCall(i, c.ID, c.Function.Name, pieces(c.Function.Arguments, 8)...)
 		finish = chat.FinishToolCalls
 	}

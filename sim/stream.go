@@ -1,4 +1,4 @@
-package proxytest
+package sim
 
 import (
 	"encoding/json"
@@ -6,16 +6,18 @@ import (
 )
 
 // Stream builds a chat.completion.chunk stream. Every chunk shares one id,
-// created time and model, as upstreams send them.
+// created time and model, as upstreams send them. A Stream is not safe for
+// concurrent use; its Reply and Events are copies.
 type Stream struct {
 	id, model string
 	created   int64
 	events    []Event
 }
 
-// NewStream starts a stream for model.
+// NewStream starts a stream for model, with a fresh id and the current
+// time.
 func NewStream(model string) *Stream {
-	return &Stream{id: "chatcmpl-proxytest", model: model, created: 1767225600}
+	return &Stream{id: newID(), model: model, created: time.Now().Unix()}
 }
 
 // chunk appends a chunk with one choice whose delta is delta.
@@ -25,7 +27,7 @@ func (s *Stream) chunk(delta map[string]any, finish any) *Stream {
 
 func (s *Stream) encode(choices []any, usage any) string {
 	c := map[string]any{"id": s.id, "object": "chat.completion.chunk", "created": s.created, "model": s.model,
-		"system_fingerprint": "fp_proxytest", "choices": choices}
+		"system_fingerprint": fingerprint, "choices": choices}
 	if usage != nil {
 		c["usage"] = usage
 	}
@@ -117,22 +119,3 @@ func (s *Stream) Events() []Event { return append([]Event(nil), s.events...) }
 
 // Reply returns the stream as a reply.
 func (s *Stream) Reply() Reply { return Reply{Events: s.Events()} }
-
-// Completion returns a non-streaming chat.completion reply whose message is
-// msg (role defaults to assistant) and whose usage is usage.
-func Completion(model string, msg map[string]any, finish string, usage map[string]any) Reply {
-	if _, ok := msg["role"]; !ok {
-		msg["role"] = "assistant"
-	}
-	c := map[string]any{"id": "chatcmpl-proxytest", "object": "chat.completion", "created": 1767225600, "model": model,
-		"system_fingerprint": "fp_proxytest",
-		"choices":            []any{map[string]any{"index": 0, "message": msg, "logprobs": nil, "finish_reason": finish}}}
-	if usage != nil {
-		c["usage"] = usage
-	}
-	b, err := json.Marshal(c)
-	if err != nil {
-		panic(err) // unreachable: plain maps and strings
-	}
-	return Reply{Body: b}
-}

@@ -1,4 +1,4 @@
-package proxytest
+package sim
 
 import (
 	"fmt"
@@ -9,13 +9,13 @@ import (
 
 // More simulated models, each playing one DeepSeek failure.
 const (
-	// SimLeakyModel writes its tool call into the content as DeepSeek's
+	// LeakyModel writes its tool call into the content as DeepSeek's
 	// special tokens instead of a tool_calls delta, the markers split
 	// across chunks.
-	SimLeakyModel = "phasegate-sim-leaky"
-	// SimTestsModel plays an agent fixing a bug: run the tests, edit, run
+	LeakyModel = "phasegate-sim-leaky"
+	// TestsModel plays an agent fixing a bug: run the tests, edit, run
 	// the tests again, and then keep re-running them without editing.
-	SimTestsModel = "phasegate-sim-tests"
+	TestsModel = "phasegate-sim-tests"
 )
 
 // turnState is what a simulated model reads off the current turn: the
@@ -46,37 +46,37 @@ func readTurn(req *chat.Request) turnState {
 
 // leakDecide writes the first declared tool's call as leaked special
 // tokens; once it has a result, it answers.
-func leakDecide(req *chat.Request) simTurn {
+func leakDecide(req *chat.Request) turn {
 	st := readTurn(req)
 	if len(req.Tools) == 0 || len(st.executed) > 0 || st.notices > 0 {
-		return simTurn{reasoning: "Answer from what I have.", text: "Final answer (simulated): the tool said what it said."}
+		return turn{reasoning: "Answer from what I have.", text: "Final answer (simulated): the tool said what it said."}
 	}
 	t := req.Tools[0].Function
 	leaked := "I'll look that up.\n<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>" + t.Name +
 		"\n```json\n" + exampleArguments(t.Parameters) + "\n```<｜tool▁call▁end｜><｜tool▁calls▁end｜>"
-	return simTurn{reasoning: "Call the tool.", text: leaked}
+	return turn{reasoning: "Call the tool.", text: leaked}
 }
 
 // testsDecide plays the test-rerun loop with the tools run_tests and
 // edit_file: run, edit, run, then run again and again.
-func testsDecide(req *chat.Request) simTurn {
+func testsDecide(req *chat.Request) turn {
 	st := readTurn(req)
 	if len(req.Tools) == 0 || st.notices > 0 {
-		return simTurn{reasoning: "The tests do not move; report.", text: "Final answer (simulated): one test still fails after my edit; here is the failure."}
+		return turn{reasoning: "The tests do not move; report.", text: "Final answer (simulated): one test still fails after my edit; here is the failure."}
 	}
 	k := len(st.executed)
 	call := func(name, args string) *chat.ToolCall {
 		return &chat.ToolCall{ID: fmt.Sprintf("call_tests_%d", k+1), Type: "function", Function: chat.FunctionCall{Name: name, Arguments: args}}
 	}
 	if k == 1 {
-		return simTurn{reasoning: "Fix the first failure.", text: "Editing the code. ", call: call("edit_file", `{"path":"calc.go","change":"fix rounding"}`)}
+		return turn{reasoning: "Fix the first failure.", text: "Editing the code. ", call: call("edit_file", `{"path":"calc.go","change":"fix rounding"}`)}
 	}
-	return simTurn{reasoning: "Run the tests.", text: "Running the tests. ", call: call("run_tests", `{"package":"./..."}`)}
+	return turn{reasoning: "Run the tests.", text: "Running the tests. ", call: call("run_tests", `{"package":"./..."}`)}
 }
 
-// isSim reports whether model is one of the simulated models' names.
-func isSim(model string) bool {
-	for _, m := range SimModels {
+// isModel reports whether model is one of the simulated models' names.
+func isModel(model string) bool {
+	for _, m := range Models {
 		if strings.EqualFold(m, model) {
 			return true
 		}
