@@ -2,8 +2,9 @@ package metrics_test
 
 // The Prometheus rules and the Grafana dashboard under deploy/ name the
 // gateway's metrics by hand; these tests hold them to what the collectors
-// expose, so a renamed metric or label value fails here and not on an
-// operator's empty panel.
+// expose, so a renamed metric, label or label value, or a label added that
+// a rule, a rule test or a panel does not follow, fails here and not on an
+// operator's empty or wrongly summed panel.
 
 import (
 	"encoding/json"
@@ -34,15 +35,30 @@ var (
 	// level:metric:operations (prometheus.io/docs/practices/rules).
 	recordRE = regexp.MustCompile(`^job(_[a-z]+)*:phasegate_[a-z0-9_]+:[a-z0-9_]+$`)
 	// A label matcher on one of the gateway's bounded labels.
-	matcherRE = regexp.MustCompile(`\b(protocol|outcome|verdict|budget|kind)\s*(=~|!~|!=|=)\s*"([^"]*)"`)
+	matcherRE = regexp.MustCompile(`\b(protocol|outcome|verdict|budget|kind|source)\s*(=~|!~|!=|=)\s*"([^"]*)"`)
 	// A matcher value that is a plain alternation of label values.
 	alternationRE = regexp.MustCompile(`^[a-z0-9_-]+(\|[a-z0-9_-]+)*$`)
+	// A selector with matchers: one of our names and what is in its braces.
+	selectorRE = regexp.MustCompile(`([a-z_]*:?phasegate_[a-z0-9_]+(?::[a-z0-9_]+)?)\s*\{([^}]*)\}`)
+	// The label of any matcher, or of a label pair in a test's series.
+	labelRE = regexp.MustCompile(`([a-zA-Z_][a-zA-Z0-9_]*)\s*(?:=~|!~|!=|=)\s*"`)
+	// A grouping or matching clause: by (…), without (…), on (…),
+	// ignoring (…).
+	groupingRE = regexp.MustCompile(`\b(by|without|on|ignoring)\s*\(([^)]*)\)`)
+	// A Grafana variable query: label_values(selector, label).
+	labelValuesRE = regexp.MustCompile(`label_values\((.*),\s*([a-zA-Z_][a-zA-Z0-9_]*)\s*\)`)
+	// A label in a legend: {{label}}.
+	legendRE = regexp.MustCompile(`\{\{\s*([a-zA-Z_][a-zA-Z0-9_]*)\s*\}\}`)
 )
 
-// seriesNames are the names of the series the collectors expose: each
-// counter and gauge by its name, each histogram by its _bucket, _sum and
-// _count series (a classic histogram has no series of its bare name).
-func seriesNames(t *testing.T) map[string]bool {
+// scrapeLabels are the labels Prometheus adds to every series it scrapes.
+var scrapeLabels = []string{"job", "instance"}
+
+// exposedSeries maps the name of each series the collectors expose to its
+// label names: each counter and gauge by its name, each histogram by its
+// _bucket (with le), _sum and _count series (a classic histogram has no
+// series of its bare name).
+func exposedSeries(t *testing.T) map[string][]string {
 	t.Helper()
 	reg := prometheus.NewRegistry()
 	metrics.New(reg, providers)
@@ -51,52 +67,83 @@ func seriesNames(t *testing.T) map[string]bool {
 	if err != nil {
 		t.Fatalf("Gather: %v", err)
 	}
-	names := map[string]bool{}
+	series := map[string][]string{}
 	for _, mf := range mfs {
+		// Every label combination is initialised, so the first series
+		// has every label of its family.
+		var labels []string
+		for _, l := range mf.GetMetric()[0].GetLabel() {
+			labels = append(labels, l.GetName())
+		}
 		switch mf.GetType() {
 		case dto.MetricType_HISTOGRAM:
-			for _, s := range []string{"_bucket", "_sum", "_count"} {
-				names[mf.GetName()+s] = true
-			}
+			series[mf.GetName()+"_bucket"] = append(slices.Clone(labels), "le")
+			series[mf.GetName()+"_sum"] = labels
+			series[mf.GetName()+"_count"] = labels
 		default:
-			names[mf.GetName()] = true
+			series[mf.GetName()] = labels
 		}
 	}
-	return names
+	return series
+}
+
+// recordLabels are the labels a recording rule keeps, as its level names
+// them: job_provider_kind:… keeps job, provider and kind.
+func recordLabels(record string) []string {
+	level, _, _ := strings.Cut(record, ":")
+	return strings.Split(level, "_")
 }
 
 // labelValues are the values each bounded label may take in a matcher.
 func labelValues() map[string][]string {
-	kinds := slices.Concat(metrics.UpstreamErrorKinds, metrics.TokenKinds, metrics.TruncationKinds)
+	outcomes := make([]string, 0, len(metrics.Outcomes))
+	for _, o := range metrics.Outcomes {
+		outcomes = append(outcomes, string(o))
+	}
 	return map[string][]string{
 		"protocol": metrics.Protocols,
-		"outcome":  metrics.Outcomes,
+		"outcome":  slices.Concat(outcomes, metrics.TransientOutcomes, metrics.LeakOutcomes),
 		"verdict":  metrics.Verdicts,
 		"budget":   metrics.Budgets,
-		"kind":     kinds,
+		"kind":     slices.Concat(metrics.UpstreamErrorKinds, metrics.TokenKinds, metrics.TruncationKinds, metrics.RepairKinds),
+		"source":   metrics.TokenSources,
 	}
 }
 
+// labelsOf are the labels of the series name: those the collectors expose
+// it with and the scrape's, or those a recording rule's level names.
+func labelsOf(series map[string][]string, name string) []string {
+	if strings.Contains(name, ":") {
+		return recordLabels(name)
+	}
+	return slices.Concat(series[name], scrapeLabels)
+}
+
 // checkNames reports every name in expr that is neither an exposed series
-// nor one of records, and every matcher on a bounded label whose value the
-// gateway never sets.
-func checkNames(t *testing.T, where, expr string, series, records map[string]bool) {
+// nor one of records, and whatever checkValues and checkLabels report.
+func checkNames(t *testing.T, where, expr, legend string, series map[string][]string, records map[string]bool) {
 	t.Helper()
-	found := false
-	for _, name := range nameRE.FindAllString(expr, -1) {
-		found = true
-		switch {
-		case strings.Contains(name, ":"):
+	names := nameRE.FindAllString(expr, -1)
+	if len(names) == 0 {
+		t.Errorf("%s: %q names no phasegate metric", where, expr)
+	}
+	for _, name := range names {
+		if strings.Contains(name, ":") {
 			if !records[name] {
 				t.Errorf("%s: %s is not a recording rule in %s", where, name, rulesFile)
 			}
-		case !series[name]:
+		} else if _, ok := series[name]; !ok {
 			t.Errorf("%s: %s is not a series the collectors expose", where, name)
 		}
 	}
-	if !found {
-		t.Errorf("%s: %q names no phasegate metric", where, expr)
-	}
+	checkValues(t, where, expr)
+	checkLabels(t, where, expr, legend, names, series)
+}
+
+// checkValues reports every matcher on a bounded label whose value the
+// gateway never sets.
+func checkValues(t *testing.T, where, expr string) {
+	t.Helper()
 	values := labelValues()
 	for _, m := range matcherRE.FindAllStringSubmatch(expr, -1) {
 		label, op, value := m[1], m[2], m[3]
@@ -112,6 +159,121 @@ func checkNames(t *testing.T, where, expr string, series, records map[string]boo
 				t.Errorf("%s: %s%s%q: %s never takes the value %q (it takes %v)", where, label, op, value, label, v, values[label])
 			}
 		}
+	}
+}
+
+// checkLabels reports every label a selector, a grouping clause or a
+// label_values query names that the series in expr (names) do not have,
+// and every label of legend (a Grafana legend format, or "") that the
+// expression's by (…) clauses drop.
+func checkLabels(t *testing.T, where, expr, legend string, names []string, series map[string][]string) {
+	t.Helper()
+	named := slices.Clone(scrapeLabels) // every label of the series expr names
+	for _, name := range names {
+		named = append(named, labelsOf(series, name)...)
+	}
+	for _, sel := range selectorRE.FindAllStringSubmatch(expr, -1) {
+		for _, m := range labelRE.FindAllStringSubmatch(sel[2], -1) {
+			if has := labelsOf(series, sel[1]); !slices.Contains(has, m[1]) {
+				t.Errorf("%s: %s has no label %s (it has %v)", where, sel[1], m[1], has)
+			}
+		}
+	}
+	var kept []string // the labels by (…) clauses keep
+	for _, g := range groupingRE.FindAllStringSubmatch(expr, -1) {
+		for l := range strings.SplitSeq(g[2], ",") {
+			if l = strings.TrimSpace(l); l == "" {
+				continue
+			}
+			if !slices.Contains(named, l) {
+				t.Errorf("%s: %s (%s): no series in the expression has the label %s", where, g[1], g[2], l)
+			}
+			if g[1] == "by" {
+				kept = append(kept, l)
+			}
+		}
+	}
+	for _, m := range labelValuesRE.FindAllStringSubmatch(expr, -1) {
+		if !slices.Contains(named, m[2]) {
+			t.Errorf("%s: label_values of %s: no such label", where, m[2])
+		}
+	}
+	if kept == nil {
+		return // no grouping: the legend shows the series' own labels
+	}
+	for _, m := range legendRE.FindAllStringSubmatch(legend, -1) {
+		if !slices.Contains(kept, m[1]) {
+			t.Errorf("%s: the legend %q shows %s, which the expression's by (…) drops", where, legend, m[1])
+		}
+	}
+}
+
+// checkRecordLevel reports a recording rule whose by (…) clauses keep
+// other labels than its level names (le aside, which histogram_quantile
+// consumes).
+func checkRecordLevel(t *testing.T, record, expr string) {
+	t.Helper()
+	want := slices.Sorted(slices.Values(recordLabels(record)))
+	found := false
+	for _, g := range groupingRE.FindAllStringSubmatch(expr, -1) {
+		if g[1] != "by" {
+			continue
+		}
+		found = true
+		var got []string
+		for l := range strings.SplitSeq(g[2], ",") {
+			if l = strings.TrimSpace(l); l != "" && l != "le" {
+				got = append(got, l)
+			}
+		}
+		if slices.Sort(got); !slices.Equal(got, want) {
+			t.Errorf("recording rule %s: by (%s) keeps %v, its level names %v", record, g[2], got, want)
+		}
+	}
+	if !found {
+		t.Errorf("recording rule %s: no by (…) clause keeps the labels its level names", record)
+	}
+}
+
+// splitSeries splits a series as tests spell it, name{label="value",…},
+// into its name and sorted label names.
+func splitSeries(s string) (name string, labels []string) {
+	name, rest, _ := strings.Cut(s, "{")
+	for _, m := range labelRE.FindAllStringSubmatch(rest, -1) {
+		labels = append(labels, m[1])
+	}
+	slices.Sort(labels)
+	return strings.TrimSpace(name), labels
+}
+
+// checkInputLabels reports an input series of a rule test whose labels are
+// not those the gateway exposes it with, plus job and instance: a label
+// the gateway added and the test lacks would leave the rules untested
+// against it.
+func checkInputLabels(t *testing.T, test, s string, series map[string][]string) {
+	t.Helper()
+	name, got := splitSeries(s)
+	exposed, ok := series[name]
+	if !ok {
+		return // checkNames reports it
+	}
+	want := slices.Sorted(slices.Values(slices.Concat(exposed, scrapeLabels)))
+	if !slices.Equal(got, want) {
+		t.Errorf("%s: input %s has the labels %v, the gateway exposes it with %v", test, s, got, want)
+	}
+}
+
+// checkSampleLabels reports an expected sample of a recording rule whose
+// labels are not those the rule's level names.
+func checkSampleLabels(t *testing.T, test, s string, records map[string]bool) {
+	t.Helper()
+	name, got := splitSeries(s)
+	if !records[name] {
+		t.Errorf("%s: expected sample %s is not of a recording rule in %s", test, s, rulesFile)
+		return
+	}
+	if want := slices.Sorted(slices.Values(recordLabels(name))); !slices.Equal(got, want) {
+		t.Errorf("%s: expected sample %s has the labels %v, %s keeps %v", test, s, got, name, want)
 	}
 }
 
@@ -160,7 +322,7 @@ func rules(t *testing.T) (doc rulesDoc, records, alerts map[string]bool) {
 }
 
 func TestRulesNameMetricsThatExist(t *testing.T) {
-	series := seriesNames(t)
+	series := exposedSeries(t)
 	doc, records, alerts := rules(t)
 	if len(records) == 0 || len(alerts) == 0 {
 		t.Fatalf("%s: %d recording rules, %d alerts; want some of each", rulesFile, len(records), len(alerts))
@@ -172,9 +334,10 @@ func TestRulesNameMetricsThatExist(t *testing.T) {
 				if !recordRE.MatchString(r.Record) {
 					t.Errorf("recording rule %s: want level:metric:operations with job in the level", r.Record)
 				}
-				checkNames(t, r.Record, r.Expr, series, records)
+				checkNames(t, r.Record, r.Expr, "", series, records)
+				checkRecordLevel(t, r.Record, r.Expr)
 			case r.Alert != "":
-				checkNames(t, r.Alert, r.Expr, series, records)
+				checkNames(t, r.Alert, r.Expr, "", series, records)
 				if !strings.HasPrefix(r.Alert, "Phasegate") {
 					t.Errorf("alert %s: want the Phasegate prefix", r.Alert)
 				}
@@ -194,7 +357,7 @@ func TestRulesNameMetricsThatExist(t *testing.T) {
 // Every alert has a test in which it fires and one in which it does not;
 // every recording rule has its value checked.
 func TestRulesAreTested(t *testing.T) {
-	series := seriesNames(t)
+	series := exposedSeries(t)
 	_, records, alerts := rules(t)
 	var doc struct {
 		RuleFiles []string `yaml:"rule_files"`
@@ -208,7 +371,10 @@ func TestRulesAreTested(t *testing.T) {
 				ExpAlerts []any  `yaml:"exp_alerts"`
 			} `yaml:"alert_rule_test"`
 			PromQLExprTest []struct {
-				Expr string `yaml:"expr"`
+				Expr       string `yaml:"expr"`
+				ExpSamples []struct {
+					Labels string `yaml:"labels"`
+				} `yaml:"exp_samples"`
 			} `yaml:"promql_expr_test"`
 		} `yaml:"tests"`
 	}
@@ -219,7 +385,8 @@ func TestRulesAreTested(t *testing.T) {
 	fires, quiet, checked := map[string]bool{}, map[string]bool{}, map[string]bool{}
 	for _, tc := range doc.Tests {
 		for _, in := range tc.InputSeries {
-			checkNames(t, tc.Name+": input", in.Series, series, map[string]bool{})
+			checkNames(t, tc.Name+": input", in.Series, "", series, map[string]bool{})
+			checkInputLabels(t, tc.Name, in.Series, series)
 		}
 		for _, a := range tc.AlertRuleTest {
 			if !alerts[a.Alertname] {
@@ -232,7 +399,10 @@ func TestRulesAreTested(t *testing.T) {
 			}
 		}
 		for _, e := range tc.PromQLExprTest {
-			checkNames(t, tc.Name+": expr", e.Expr, series, records)
+			checkNames(t, tc.Name+": expr", e.Expr, "", series, records)
+			for _, sample := range e.ExpSamples {
+				checkSampleLabels(t, tc.Name, sample.Labels, records)
+			}
 			for _, name := range nameRE.FindAllString(e.Expr, -1) {
 				checked[name] = true
 			}
@@ -262,14 +432,15 @@ type panel struct {
 		UID  string `json:"uid"`
 	} `json:"datasource"`
 	Targets []struct {
-		RefID string `json:"refId"`
-		Expr  string `json:"expr"`
+		RefID        string `json:"refId"`
+		Expr         string `json:"expr"`
+		LegendFormat string `json:"legendFormat"`
 	} `json:"targets"`
 	Panels []panel `json:"panels"`
 }
 
 func TestDashboardNamesMetricsThatExist(t *testing.T) {
-	series := seriesNames(t)
+	series := exposedSeries(t)
 	_, records, _ := rules(t)
 	b, err := os.ReadFile(dashboardFile)
 	if err != nil {
@@ -299,7 +470,7 @@ func TestDashboardNamesMetricsThatExist(t *testing.T) {
 	for _, v := range dash.Templating.List {
 		vars[v.Name] = v.Type
 		if v.Type == "query" {
-			checkNames(t, "variable "+v.Name, v.Definition, series, records)
+			checkNames(t, "variable "+v.Name, v.Definition, "", series, records)
 			var q struct {
 				Query string `json:"query"`
 			}
@@ -332,7 +503,7 @@ func TestDashboardNamesMetricsThatExist(t *testing.T) {
 				t.Errorf("%s: no queries", where)
 			}
 			for _, tg := range p.Targets {
-				checkNames(t, where+" "+tg.RefID, tg.Expr, series, records)
+				checkNames(t, where+" "+tg.RefID, tg.Expr, tg.LegendFormat, series, records)
 			}
 		}
 	}

@@ -200,3 +200,25 @@ func TestRedactingHandlerLevel(t *testing.T) {
 		t.Error("RedactingHandler wrapped a RedactingHandler again")
 	}
 }
+
+type recorder struct {
+	name string
+	got  *[]string
+}
+
+func (r recorder) Trace(_ context.Context, ev metrics.Trace) {
+	*r.got = append(*r.got, r.name+":"+string(ev.Kind)+":"+ev.RequestID)
+}
+
+// Tracers passes each event to every tracer, in order; none is no tracer.
+func TestTracers(t *testing.T) {
+	var got []string
+	ts := metrics.Tracers{recorder{"a", &got}, recorder{"b", &got}}
+	ts.Trace(context.Background(), metrics.Trace{Kind: metrics.TraceRefit, RequestID: "r1"})
+	ts.Trace(context.Background(), metrics.Trace{Kind: metrics.TraceFallback, RequestID: "r2"})
+	want := []string{"a:refit:r1", "b:refit:r1", "a:fallback:r2", "b:fallback:r2"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("events (-want +got):\n%s", diff)
+	}
+	metrics.Tracers(nil).Trace(context.Background(), metrics.Trace{Kind: metrics.TraceToolCall})
+}
