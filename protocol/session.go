@@ -88,8 +88,8 @@ func (s *session) refit(ctx context.Context, req *chat.Request, p *Prompt, err e
 	}
 	s.refitted = true
 	np, ferr := s.x.Tokens.Fit(req)
-	if ferr != nil {
-		return false // no fit is possible: the upstream's 400 stands
+	if ferr != nil || np.Counted >= p.Counted {
+		return false // no smaller fit is possible: the upstream's 400 stands
 	}
 	*p = np
 	s.trace(ctx, metrics.Trace{Kind: metrics.TraceRefit, Reason: "context_length_exceeded"})

@@ -284,4 +284,3 @@ func (t *argsTemplate) read(data []byte) (chat.ToolCallDelta, bool) {
 	td.Function.Arguments = args
 	return td, true
 }
-

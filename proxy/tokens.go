@@ -30,8 +30,15 @@ func (t *tokenFit) Fit(req *chat.Request) (protocol.Prompt, error) {
 	return protocol.Prompt{Counted: f.PromptTokens, Estimate: f.Estimate}, err
 }
 
+// Learn reads a context-length error (DeepSeek's and OpenAI's phrasings)
+// and learns the model's real limits and ratio from its figures.
 func (t *tokenFit) Learn(req *chat.Request, p protocol.Prompt, body []byte) bool {
-	return false
+	o, ok := tokens.ParseOverflow(body)
+	if !ok {
+		return false
+	}
+	t.c.LearnOverflow(req.Model, p.Counted, req.MaxTokens, o)
+	return true
 }
 
 func (t *tokenFit) Count(model, text string) int { return t.c.Count(model, text) }
