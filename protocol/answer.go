@@ -8,6 +8,7 @@ import (
 	"strings"
 	"unsafe"
 
+	"github.com/phasegate/phasegate/deepseek"
 	"github.com/phasegate/phasegate/protocol/chat"
 	"github.com/phasegate/phasegate/tools"
 )
@@ -51,7 +52,7 @@ type Step struct {
 	Raw                bool
 	Content, Reasoning *string
 	Call               *chat.ToolCall
-	Leak               *tools.LeakedCall
+	Leak               *deepseek.LeakedCall
 	Reason             string
 	Bare               bool
 	Usage              json.RawMessage
@@ -75,7 +76,7 @@ type answerReader struct {
 	// header is the id, created, model and fingerprint of the first chunk.
 	header chat.ChunkHeader
 	acc    tools.Accumulator
-	leak   tools.LeakScanner
+	leak   deepseek.LeakScanner
 	tpl    textTemplates
 	args   argsTemplate
 	// decoded: a chunk with choices was read; only then do the text fast
@@ -306,7 +307,7 @@ func (r *answerReader) text(data []byte, content string, thought, plain bool, yi
 }
 
 // leakedCall yields the first call recovered from the content.
-func (r *answerReader) leakedCall(calls []tools.LeakedCall, yield yieldFunc) error {
+func (r *answerReader) leakedCall(calls []deepseek.LeakedCall, yield yieldFunc) error {
 	if len(calls) == 0 || r.leaked {
 		return nil
 	}

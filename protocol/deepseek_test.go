@@ -17,6 +17,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/phasegate/phasegate/deepseek"
 	"github.com/phasegate/phasegate/metrics"
 	"github.com/phasegate/phasegate/protocol"
 	"github.com/phasegate/phasegate/protocol/chat"
@@ -863,7 +864,7 @@ func BenchmarkLeakScannerText(b *testing.B) {
 			b.ReportAllocs()
 			n := 0
 			for b.Loop() {
-				var s tools.LeakScanner
+				var s deepseek.LeakScanner
 				for i := range 197 {
 					s.Feed(bc.pieces[i%len(bc.pieces)])
 					n++

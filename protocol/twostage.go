@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/phasegate/phasegate/deepseek"
 	"github.com/phasegate/phasegate/metrics"
 	"github.com/phasegate/phasegate/protocol/chat"
 	"github.com/phasegate/phasegate/tools"
@@ -484,7 +485,7 @@ func (r *guardRun) onCall(ctx context.Context, a *upstreamAnswer, tc chat.ToolCa
 
 // onLeak judges the first call recovered from the content, or drops it in
 // the forced final answer.
-func (r *guardRun) onLeak(ctx context.Context, a *upstreamAnswer, lc *tools.LeakedCall, final bool) (*refusal, bool, error) {
+func (r *guardRun) onLeak(ctx context.Context, a *upstreamAnswer, lc *deepseek.LeakedCall, final bool) (*refusal, bool, error) {
 	if final {
 		r.trace(ctx, metrics.Trace{Kind: metrics.TraceToolCallRefused, Verdict: "dropped", Reason: "leaked tool call in the forced final answer"})
 		r.g.cfg.Metrics.ToolCallJudged("dropped")

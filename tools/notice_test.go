@@ -109,7 +109,7 @@ func TestQuoteNameCutsLongNames(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := quoteName(tt.in); got != tt.want {
+			if got := QuoteName(tt.in); got != tt.want {
 				t.Errorf("quoteName: got %s, want %s", got, tt.want)
 			}
 		})

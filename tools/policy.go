@@ -170,21 +170,21 @@ func (p *Policy) Judge(call chat.ToolCall) Judgement {
 	if problem != "" {
 		return Judgement{
 			Verdict: VerdictMalformed,
-			Reason:  fmt.Sprintf("The arguments of tool %s are malformed: %s.", quoteName(name), problem),
+			Reason:  fmt.Sprintf("The arguments of tool %s are malformed: %s.", QuoteName(name), problem),
 		}
 	}
 	tool, ok := p.declared[name]
 	if !ok {
 		return Judgement{
 			Verdict: VerdictUndeclared,
-			Reason:  fmt.Sprintf("Tool %s is not declared in this request; %s.", quoteName(name), nameList("declared tools", "no tools are declared", p.names)),
+			Reason:  fmt.Sprintf("Tool %s is not declared in this request; %s.", QuoteName(name), nameList("declared tools", "no tools are declared", p.names)),
 		}
 	}
 	if p.allow != nil {
 		if _, ok := p.allow[name]; !ok {
 			return Judgement{
 				Verdict: VerdictNotAllowed,
-				Reason:  fmt.Sprintf("Tool %s is not allowed in plan mode; %s.", quoteName(name), nameList("allowed tools", "no tools are allowed", p.allowed)),
+				Reason:  fmt.Sprintf("Tool %s is not allowed in plan mode; %s.", QuoteName(name), nameList("allowed tools", "no tools are allowed", p.allowed)),
 			}
 		}
 	}
@@ -193,7 +193,7 @@ func (p *Policy) Judge(call chat.ToolCall) Judgement {
 		if err := schema.Validate(any(args)); err != nil {
 			return Judgement{
 				Verdict: VerdictSchemaInvalid,
-				Reason:  fmt.Sprintf("The arguments of tool %s do not match its parameters schema: %s.", quoteName(name), describeValidation(err)),
+				Reason:  fmt.Sprintf("The arguments of tool %s do not match its parameters schema: %s.", QuoteName(name), describeValidation(err)),
 			}
 		}
 	} else if tool.err != nil {
@@ -205,18 +205,18 @@ func (p *Policy) Judge(call chat.ToolCall) Judgement {
 		switch {
 		case !repeatable:
 			j.Verdict = VerdictDuplicate
-			j.Reason = fmt.Sprintf("Tool %s was already executed with the same arguments in this turn.", quoteName(name))
+			j.Reason = fmt.Sprintf("Tool %s was already executed with the same arguments in this turn.", QuoteName(name))
 		case p.ledger.NoProgress(j.Signature):
 			j.Verdict = VerdictNoProgress
-			j.Reason = fmt.Sprintf("Tool %s is repeatable, but its last two calls with the same arguments in this turn returned the same result.", quoteName(name))
+			j.Reason = fmt.Sprintf("Tool %s is repeatable, but its last two calls with the same arguments in this turn returned the same result.", QuoteName(name))
 		default:
 			j.Verdict = VerdictForward
-			j.Reason = fmt.Sprintf("Tool %s is repeatable and its result changed since its last identical call.", quoteName(name))
+			j.Reason = fmt.Sprintf("Tool %s is repeatable and its result changed since its last identical call.", QuoteName(name))
 		}
 		return j
 	}
 	j.Verdict = VerdictForward
-	j.Reason = fmt.Sprintf("Tool %s is declared and was not executed with these arguments in this turn.", quoteName(name))
+	j.Reason = fmt.Sprintf("Tool %s is declared and was not executed with these arguments in this turn.", QuoteName(name))
 	return j
 }
 
@@ -329,9 +329,9 @@ func plural(n int, one, many string) string {
 	return many
 }
 
-// quoteName quotes a tool name for a notice, cut short: a hallucinated
+// QuoteName quotes a tool name for a notice, cut short: a hallucinated
 // name can be arbitrarily long.
-func quoteName(name string) string {
+func QuoteName(name string) string {
 	const most = 64
 	if len(name) <= most {
 		return strconv.Quote(name)

@@ -1,4 +1,4 @@
-package tools
+package deepseek
 
 import (
 	"bytes"
@@ -10,6 +10,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/phasegate/phasegate/protocol/chat"
+	"github.com/phasegate/phasegate/tools"
 )
 
 // ErrLeakMalformed is wrapped by the error of a leaked tool call that could
@@ -927,7 +928,7 @@ func tokenCall(header, body string) (chat.FunctionCall, error) {
 		fc.Arguments = "{}"
 	}
 	if !isJSONObject(fc.Arguments) {
-		return fc, fmt.Errorf("%w: arguments of %s are not one JSON object", ErrLeakMalformed, quoteName(fc.Name))
+		return fc, fmt.Errorf("%w: arguments of %s are not one JSON object", ErrLeakMalformed, tools.QuoteName(fc.Name))
 	}
 	return fc, nil
 }
@@ -1156,7 +1157,7 @@ func (d *dsmlTags) invokeCall(b string, i int) (fc chat.FunctionCall, next int, 
 		fc.Name = ""
 		return fc, i + 1, fmt.Errorf("%w: no valid tool name", ErrLeakMalformed)
 	}
-	name := quoteName(fc.Name)
+	name := tools.QuoteName(fc.Name)
 	notClosed := fmt.Errorf("%w: invoke of %s not closed", ErrLeakMalformed, name)
 	if q := skipBlank(b, t.after); q < len(b) && b[q] == '{' {
 		c := d.nextClose[i+1]
@@ -1200,7 +1201,7 @@ func (d *dsmlTags) invokeCall(b string, i int) (fc chat.FunctionCall, next int, 
 			}
 			v, err := paramValue(b[pt.after:d.t[c].start], pt)
 			if err != nil {
-				return fc, c, fmt.Errorf("%w: parameter %s of %s: %w", ErrLeakMalformed, quoteName(pt.name), name, err)
+				return fc, c, fmt.Errorf("%w: parameter %s of %s: %w", ErrLeakMalformed, tools.QuoteName(pt.name), name, err)
 			}
 			p = dsmlParam{pt.name, v}
 			q, k = d.t[c].after, c+1
@@ -1211,7 +1212,7 @@ func (d *dsmlTags) invokeCall(b string, i int) (fc chat.FunctionCall, next int, 
 			return fc, k, fmt.Errorf("%w: parameter of %s without a name", ErrLeakMalformed, name)
 		}
 		if seen[p.name] {
-			return fc, k, fmt.Errorf("%w: parameter %s of %s given twice", ErrLeakMalformed, quoteName(p.name), name)
+			return fc, k, fmt.Errorf("%w: parameter %s of %s given twice", ErrLeakMalformed, tools.QuoteName(p.name), name)
 		}
 		seen[p.name] = true
 		params = append(params, p)

@@ -1,4 +1,4 @@
-package tools
+package deepseek
 
 import (
 	"encoding/json"
