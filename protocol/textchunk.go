@@ -239,7 +239,7 @@ func (t *argsTemplate) learn(data []byte, c *chat.Chunk) {
 	// The key cannot occur unescaped inside a string value, so a single
 	// occurrence is the one key.
 	i := bytes.Index(data, argumentsKey)
-	if i < 0 || bytes.Index(data[i+len(argumentsKey):], argumentsKey) >= 0 {
+	if i < 0 || bytes.Contains(data[i+len(argumentsKey):], argumentsKey) {
 		return
 	}
 	j := skipSpace(data, i+len(argumentsKey))
