@@ -60,7 +60,8 @@ var settings = []setting{
 	{env: "UPSTREAM_FIRST_BYTE_TIMEOUT", def: proxy.DefaultTimeouts.FirstByte.String(), help: "bound on the wait for an upstream's headers and first event (keep-alive comments do not count)"},
 	{env: "UPSTREAM_IDLE_TIMEOUT", def: proxy.DefaultTimeouts.Idle.String(), help: "bound on the gap between two events of an upstream stream (keep-alive comments do not reset it)"},
 	{env: "REQUEST_TIMEOUT", def: proxy.DefaultTimeouts.Request.String(), help: "bound on one whole client request"},
-	{env: "SHUTDOWN_TIMEOUT", def: "30s", help: "how long a shutdown waits for in-flight streams"},
+	{env: "SHUTDOWN_DRAIN_DELAY", def: "5s", help: "on SIGTERM or SIGINT, how long /readyz answers 503 while the gateway still accepts and serves, so a load balancer stops sending before the listener closes; 0 closes it at once"},
+	{env: "SHUTDOWN_TIMEOUT", def: "30s", help: "how long a shutdown waits for in-flight streams, once the drain delay is over"},
 	{env: "LOG_LEVEL", def: "info", help: "debug, info, warn or error"},
 }
 
@@ -144,7 +145,12 @@ func decodeStrict(n yaml.Node, v any) error {
 
 // options is the resolved configuration of one run.
 type options struct {
-	listenAddr      string
+	listenAddr string
+	// drainDelay is how long /readyz answers 503, with the listener still
+	// open, before the shutdown starts (default 5s).
+	drainDelay time.Duration
+	// shutdownTimeout bounds the wait for in-flight requests once the
+	// listener is closed (default 30s).
 	shutdownTimeout time.Duration
 	logLevel        string
 	proxy           proxy.Config
@@ -245,6 +251,7 @@ func resolve(v map[string]string, explicit map[string]bool, fc fileConfig) (opti
 	}
 	o := options{
 		listenAddr:      v["LISTEN_ADDR"],
+		drainDelay:      dur("SHUTDOWN_DRAIN_DELAY"),
 		shutdownTimeout: dur("SHUTDOWN_TIMEOUT"),
 		logLevel:        v["LOG_LEVEL"],
 		twoStage:        boolean("TWO_STAGE_ENABLED"),

@@ -105,8 +105,8 @@ func TestDefaults(t *testing.T) {
 	if o.proxy.MaxBodyBytes != 16<<20 || o.proxy.MaxEventBytes != proxy.DefaultMaxEventBytes {
 		t.Errorf("limits = body %d, event %d; want 16 MiB and %d", o.proxy.MaxBodyBytes, o.proxy.MaxEventBytes, proxy.DefaultMaxEventBytes)
 	}
-	if o.shutdownTimeout != 30*time.Second {
-		t.Errorf("shutdown timeout = %v, want 30s", o.shutdownTimeout)
+	if o.shutdownTimeout != 30*time.Second || o.drainDelay != 5*time.Second {
+		t.Errorf("shutdown timeout = %v, drain delay %v; want 30s, 5s", o.shutdownTimeout, o.drainDelay)
 	}
 	if !o.twoStage || o.defaultProtocol != proxy.ProtocolTwoStage {
 		t.Errorf("two-stage = %v, default protocol %q; want on, two-stage", o.twoStage, o.defaultProtocol)
@@ -199,6 +199,8 @@ func TestInvalid(t *testing.T) {
 		{name: "negative body limit", env: map[string]string{"MAX_BODY_BYTES": "-1"}, wantIn: "MAX_BODY_BYTES"},
 		{name: "bad duration", env: map[string]string{"UPSTREAM_IDLE_TIMEOUT": "soon"}, wantIn: "UPSTREAM_IDLE_TIMEOUT"},
 		{name: "negative duration", args: []string{"--upstream-first-byte-timeout", "-1s"}, wantIn: "UPSTREAM_FIRST_BYTE_TIMEOUT"},
+		{name: "negative drain delay", env: map[string]string{"SHUTDOWN_DRAIN_DELAY": "-5s"}, wantIn: "SHUTDOWN_DRAIN_DELAY"},
+		{name: "drain delay without a unit in the file", file: "shutdown_drain_delay: 5\n", wantIn: "SHUTDOWN_DRAIN_DELAY"},
 		{name: "bad bool", env: map[string]string{"TWO_STAGE_ENABLED": "maybe"}, wantIn: "TWO_STAGE_ENABLED"},
 		{name: "bad log level", env: map[string]string{"LOG_LEVEL": "loud"}, wantIn: "LOG_LEVEL"},
 		{name: "bad protocol", env: map[string]string{"DEFAULT_PROTOCOL": "fancy"}, wantIn: "DEFAULT_PROTOCOL"},

@@ -37,6 +37,9 @@ const (
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	// Only the first signal is graceful: once it came, the default handling
+	// is back, so a second Ctrl-C ends the process during the drain.
+	context.AfterFunc(ctx, stop)
 	var err error
 	if len(os.Args) > 1 && os.Args[1] == "demo" {
 		err = runDemo(ctx, os.Args[2:], os.Getenv, os.Stdout, os.Stderr)
@@ -55,7 +58,11 @@ func main() {
 // listening, when set, is told the address the server listens on.
 var listening func(net.Addr)
 
-// run serves until ctx ends, then shuts down gracefully.
+// run serves until ctx ends, then shuts down gracefully: /readyz answers
+// 503 for the drain delay while the listener still accepts and serves, so
+// a load balancer takes the gateway out of rotation before connections are
+// refused; then the listener closes and in-flight requests get the
+// shutdown timeout to finish.
 func run(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer) error {
 	o, err := parseOptions(args, getenv, stderr)
 	if err != nil {
@@ -96,8 +103,14 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		return fmt.Errorf("serve: %w", err)
 	case <-ctx.Done():
 	}
-	log.Info("shutting down", "grace", o.shutdownTimeout.String())
 	h.Drain()
+	log.Info("draining: /readyz answers 503 until the listener closes", "delay", o.drainDelay.String())
+	select {
+	case <-time.After(o.drainDelay):
+	case err := <-served:
+		return fmt.Errorf("serve: %w", err)
+	}
+	log.Info("shutting down", "grace", o.shutdownTimeout.String())
 	sctx, cancel := context.WithTimeout(context.Background(), o.shutdownTimeout)
 	defer cancel()
 	if err := srv.Shutdown(sctx); err != nil {

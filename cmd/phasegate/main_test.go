@@ -85,10 +85,11 @@ type gateway struct {
 var startMu sync.Mutex
 
 // start runs the command with args and environment e (LISTEN_ADDR
-// defaults to a free loopback port) until the test ends.
+// defaults to a free loopback port, SHUTDOWN_DRAIN_DELAY to 0) until the
+// test ends.
 func start(t *testing.T, args []string, e map[string]string) *gateway {
 	t.Helper()
-	full := map[string]string{"LISTEN_ADDR": "127.0.0.1:0", "LOG_LEVEL": "info"}
+	full := map[string]string{"LISTEN_ADDR": "127.0.0.1:0", "LOG_LEVEL": "info", "SHUTDOWN_DRAIN_DELAY": "0"}
 	for k, v := range e {
 		full[k] = v
 	}
@@ -421,6 +422,61 @@ func TestRunShutdownDrains(t *testing.T) {
 	}
 	if strings.Contains(g.log.String(), "grace ran out") {
 		t.Errorf("the drain ran out of time:\n%s", g.log)
+	}
+}
+
+// TestRunDrainDelay checks a shutdown first turns /readyz to 503 for
+// SHUTDOWN_DRAIN_DELAY while the listener still accepts and serves, so a
+// load balancer sees the gateway leave, and closes the listener only after
+// the delay.
+func TestRunDrainDelay(t *testing.T) {
+	t.Parallel()
+	const delay = 2 * time.Second // long enough for two requests on a loaded machine
+	g := start(t, nil, map[string]string{"SHUTDOWN_DRAIN_DELAY": delay.String()})
+	// No keep-alive: every request dials, so every answer shows the
+	// listener still accepts.
+	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+	get := func(path string) int {
+		t.Helper()
+		req, _ := http.NewRequestWithContext(testContext(t), http.MethodGet, g.url+path, nil)
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatalf("GET %s: %v", path, err)
+		}
+		defer resp.Body.Close()
+		_, _ = io.Copy(io.Discard, resp.Body)
+		return resp.StatusCode
+	}
+	if got := get("/readyz"); got != http.StatusOK {
+		t.Fatalf("/readyz before the signal = %d, want 200", got)
+	}
+
+	draining, shutting := g.log.logged("draining"), g.log.logged("shutting down")
+	signalled := time.Now()
+	g.cancel()
+	select {
+	case <-draining: // logged once /readyz says 503
+	case <-time.After(wait):
+		t.Fatalf("run never started draining\n%s", g.log)
+	}
+	if got := get("/readyz"); got != http.StatusServiceUnavailable {
+		t.Errorf("/readyz while draining = %d, want 503", got)
+	}
+	if got := get("/healthz"); got != http.StatusOK {
+		t.Errorf("/healthz while draining = %d, want 200: the gateway still serves", got)
+	}
+
+	select {
+	case <-shutting:
+	case <-time.After(wait):
+		t.Fatalf("run never shut down after the drain delay\n%s", g.log)
+	}
+	if elapsed := time.Since(signalled); elapsed < delay {
+		t.Errorf("the shutdown started %v after the signal, want no sooner than the %v drain delay", elapsed, delay)
+	}
+	refusesConnections(t, g.addr)
+	if err := g.stop(t); err != nil {
+		t.Errorf("run = %v, want nil", err)
 	}
 }
 
