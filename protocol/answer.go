@@ -87,8 +87,11 @@ type answerReader struct {
 	leaked   bool // StepLeaked yielded
 	finished bool
 	// said are the chunks that carried content or reasoning, as they
-	// came: decoded only when a refusal or an estimate needs the text.
+	// came: decoded only when a refusal needs the text.
 	said [][]byte
+	// gen is the reasoning and content generated, as read, for the usage
+	// estimate of an answer closed before it reported usage.
+	gen []byte
 }
 
 // steps reads events to their end, or until the consumer stops. A read
@@ -146,10 +149,14 @@ func (r *answerReader) end(done bool, yield yieldFunc) {
 
 // passChunk reads a chunk for the pass-through: usage, finish, then the
 // chunk itself, so that a transient finish can be retried before the
-// chunk is forwarded.
+// chunk is forwarded. The chunks before the first with choices are
+// decoded; the others are only checked to be an object by their first and
+// last bytes (a full validation would cost the pass-through more than all
+// its other work on a chunk), which catches a line of text, an HTML page
+// and a cut line.
 func (r *answerReader) passChunk(data []byte, yield yieldFunc) error {
-	if !json.Valid(data) {
-		return invalidResponse(nil, "upstream event %d is not JSON", r.n)
+	if !looksLikeObject(data) {
+		return invalidResponse(nil, "upstream event %d is not a JSON object", r.n)
 	}
 	if r.n == 1 || !r.decoded {
 		c, err := chat.DecodeChunk(data)
@@ -167,21 +174,27 @@ func (r *answerReader) passChunk(data []byte, yield yieldFunc) error {
 			r.opened = true
 			return emit(yield, Step{Kind: StepOpening, Data: data})
 		}
-	} else if err := streamError(data); err != nil {
-		return err
 	}
 	r.opened = true // what follows a forwarded chunk is no opening
-	if bytes.Contains(data, usageKey) {
+	k := scanKeys(data)
+	if k.error {
+		if err := streamError(data); err != nil {
+			return err
+		}
+	}
+	if k.usage {
 		if u := usageOf(data); u != nil {
 			if err := emit(yield, Step{Kind: StepUsage, Usage: u}); err != nil {
 				return err
 			}
 		}
 	}
-	if reason := finishReason(data); reason != "" && !r.finished {
-		r.finished = true
-		if err := emit(yield, Step{Kind: StepFinish, Reason: reason, Bare: true}); err != nil {
-			return err
+	if k.finish && !r.finished {
+		if reason := finishReason(data); reason != "" {
+			r.finished = true
+			if err := emit(yield, Step{Kind: StepFinish, Reason: reason, Bare: true}); err != nil {
+				return err
+			}
 		}
 	}
 	return emit(yield, Step{Kind: StepChunk, Data: data})
@@ -240,7 +253,7 @@ func (r *answerReader) guardDelta(data []byte, c *chat.Chunk, yield yieldFunc) e
 		if spans && !r.slow {
 			r.tpl.learn(data, &d, cs, rs)
 		}
-		content := ""
+		content, reasoning := "", ""
 		if text {
 			content = *d.Content
 			if spans && cs.start > 0 && !cs.escaped {
@@ -250,7 +263,10 @@ func (r *answerReader) guardDelta(data []byte, c *chat.Chunk, yield yieldFunc) e
 				content = unsafe.String(&data[cs.start], cs.end-cs.start)
 			}
 		}
-		if err := r.text(data, content, thought, plain, yield); err != nil {
+		if thought {
+			reasoning = *d.ReasoningContent
+		}
+		if err := r.text(data, content, reasoning, plain, yield); err != nil {
 			return err
 		}
 	case opening(c) && !r.opened:
@@ -278,24 +294,22 @@ func (r *answerReader) guardDelta(data []byte, c *chat.Chunk, yield yieldFunc) e
 // text reads the content and reasoning of a chunk: the content goes
 // through the leak scan, and a chunk whose content it left alone may be
 // forwarded as it came when plain (nothing in it but text).
-func (r *answerReader) text(data []byte, content string, thought, plain bool, yield yieldFunc) error {
-	if content == "" && !thought {
+func (r *answerReader) text(data []byte, content, reasoning string, plain bool, yield yieldFunc) error {
+	if content == "" && reasoning == "" {
 		return nil // an empty chunk says nothing
 	}
 	r.opened = true // what follows text is no opening
 	r.said = append(r.said, data)
+	r.gen = append(append(r.gen, reasoning...), content...)
 	out, calls := r.leak.Feed(content)
 	st := Step{Kind: StepText, Data: data, Raw: plain && out == content}
 	if !st.Raw {
-		if out != "" {
-			st.Content = &out
+		// Copies, so that only this path puts the strings on the heap.
+		if c := out; c != "" {
+			st.Content = &c
 		}
-		if thought {
-			c, err := chat.DecodeChunk(data)
-			if err != nil || len(c.Choices) == 0 {
-				return invalidResponse(err, "upstream event %d is not a chunk", r.n)
-			}
-			st.Reasoning = c.Choices[0].Delta.ReasoningContent
+		if rc := reasoning; rc != "" {
+			st.Reasoning = &rc
 		}
 	}
 	if st.Raw || st.Content != nil || st.Reasoning != nil {
@@ -380,8 +394,6 @@ func (r *answerReader) notChunk(data []byte, err error) error {
 	return invalidResponse(err, "upstream event %d is not a chat completion chunk", r.n)
 }
 
-var errorKey = []byte(`"error"`)
-
 // streamError returns an *InvalidResponseError when data is an error
 // object, as upstreams send one inside a stream that failed after its
 // headers, and nil otherwise.
@@ -390,7 +402,7 @@ func streamError(data []byte) error { return errorObject(data, "inside the strea
 // errorObject returns an *InvalidResponseError when data is an object
 // with a non-null "error", saying where it came.
 func errorObject(data []byte, where string) error {
-	if !bytes.Contains(data, errorKey) {
+	if !scanKeys(data).error {
 		return nil
 	}
 	var v struct {
@@ -418,35 +430,60 @@ func opening(c *chat.Chunk) bool {
 	return len(d.ToolCalls) == 0 && (d.Content == nil || *d.Content == "") && (d.ReasoningContent == nil || *d.ReasoningContent == "")
 }
 
+// The keys scanKeys looks for, after their opening quote.
 var (
-	finishKey = []byte(`"finish_reason"`)
-	usageKey  = []byte(`"usage"`)
+	finishKey = []byte(`finish_reason"`)
+	usageKey  = []byte(`usage"`)
+	errorKey  = []byte(`error"`)
 )
 
-// finishReason returns a chunk's non-null finish reason, or "". Most
-// chunks carry "finish_reason":null, so a byte scan rejects them without
-// decoding; a possible hit is confirmed by decoding, since the key may also
-// appear inside content text.
-func finishReason(data []byte) string {
-	rest := data
-	for {
-		i := bytes.Index(rest, finishKey)
-		if i < 0 {
-			return ""
+// keys are the keys of a chunk the pass-through looks at.
+type keys struct {
+	finish bool // "finish_reason" with a string value
+	usage  bool
+	error  bool
+}
+
+// scanKeys finds, in one pass over the quotes of a chunk, the keys the
+// pass-through decodes a chunk for: most chunks carry none of them (and
+// "finish_reason":null), so they are forwarded without decoding. A key
+// may also appear inside a string, so a hit is only a reason to decode.
+func scanKeys(data []byte) keys {
+	var k keys
+	for i := 0; i < len(data); {
+		q := bytes.IndexByte(data[i:], '"')
+		if q < 0 {
+			break
 		}
-		rest = rest[i+len(finishKey):]
-		v := bytes.TrimLeft(rest, " \t\r\n")
-		if len(v) > 0 && v[0] == ':' {
-			v = bytes.TrimLeft(v[1:], " \t\r\n")
-			if len(v) > 0 && v[0] == '"' {
-				c, err := chat.DecodeChunk(data)
-				if err != nil {
-					return ""
+		i += q + 1
+		if i >= len(data) {
+			break
+		}
+		switch rest := data[i:]; rest[0] {
+		case 'f':
+			if bytes.HasPrefix(rest, finishKey) {
+				v := bytes.TrimLeft(rest[len(finishKey):], " \t\r\n")
+				if len(v) > 0 && v[0] == ':' {
+					v = bytes.TrimLeft(v[1:], " \t\r\n")
+					k.finish = k.finish || len(v) > 0 && v[0] == '"'
 				}
-				return c.FinishReason()
 			}
+		case 'u':
+			k.usage = k.usage || bytes.HasPrefix(rest, usageKey)
+		case 'e':
+			k.error = k.error || bytes.HasPrefix(rest, errorKey)
 		}
 	}
+	return k
+}
+
+// finishReason returns a chunk's non-null finish reason, or "".
+func finishReason(data []byte) string {
+	c, err := chat.DecodeChunk(data)
+	if err != nil {
+		return ""
+	}
+	return c.FinishReason()
 }
 
 // usageOf returns the usage object of a chunk or a completion body, nil
@@ -459,4 +496,11 @@ func usageOf(data []byte) json.RawMessage {
 		return nil
 	}
 	return v.Usage
+}
+
+// looksLikeObject reports whether data, space aside, starts with '{' and
+// ends with '}'.
+func looksLikeObject(data []byte) bool {
+	b := bytes.TrimSpace(data)
+	return len(b) >= 2 && b[0] == '{' && b[len(b)-1] == '}'
 }

@@ -237,8 +237,8 @@ func FuzzAnswerReader(f *testing.F) {
 		pass := render(&answerReader{}, eventsOf(events, cut))
 		checkSteps(t, pass)
 		for _, s := range pass {
-			if data, ok := strings.CutPrefix(s, "chunk "); ok && !json.Valid([]byte(data)) {
-				t.Errorf("the pass-through reader passed on a chunk that is not JSON: %s", data)
+			if data, ok := strings.CutPrefix(s, "chunk "); ok && !looksLikeObject([]byte(data)) {
+				t.Errorf("the pass-through reader passed on a chunk that is not an object: %s", data)
 			}
 		}
 	})

@@ -171,16 +171,16 @@ type textTemplates struct {
 	content, reasoning textTemplate
 }
 
-// read reads a text chunk of a learned shape: its content, or that it is
-// reasoning (its text is decoded only when needed).
-func (t *textTemplates) read(data []byte) (content string, reasoning, ok bool) {
+// read reads a text chunk of a learned shape: its content, or its
+// reasoning.
+func (t *textTemplates) read(data []byte) (content, reasoning string, ok bool) {
 	if content, ok := t.content.read(data); ok {
-		return content, false, true
+		return content, "", true
 	}
-	if _, ok := t.reasoning.read(data); ok {
-		return "", true, true
+	if reasoning, ok := t.reasoning.read(data); ok {
+		return "", reasoning, true
 	}
-	return "", false, false
+	return "", "", false
 }
 
 // learn learns from data, a plain text chunk whose delta the decoder read

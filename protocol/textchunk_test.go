@@ -76,8 +76,8 @@ func TestTextTemplate(t *testing.T) {
 	}
 	for _, st := range steps {
 		got, reasoning, ok := tpl.read(st.data)
-		if ok != st.wantOK || reasoning || (ok && got != st.wantContent) {
-			t.Errorf("%s: got (%q, %v, %v), want (%q, false, %v)", st.name, got, reasoning, ok, st.wantContent, st.wantOK)
+		if ok != st.wantOK || reasoning != "" || (ok && got != st.wantContent) {
+			t.Errorf("%s: got (%q, %q, %v), want (%q, \"\", %v)", st.name, got, reasoning, ok, st.wantContent, st.wantOK)
 		}
 	}
 }
@@ -96,9 +96,13 @@ func FuzzTextTemplate(f *testing.F) {
 		}
 		var tpl textTemplates
 		learnFrom(&tpl, []byte(first), &c)
-		got, reasoning, ok := tpl.read([]byte(second))
+		got, ok := tpl.content.read([]byte(second))
+		reasoning := false
 		if !ok {
-			return
+			if got, ok = tpl.reasoning.read([]byte(second)); !ok {
+				return
+			}
+			reasoning = true
 		}
 		d, err := chat.DecodeChunk([]byte(second))
 		if err != nil || !json.Valid([]byte(second)) {
@@ -109,62 +113,12 @@ func FuzzTextTemplate(f *testing.F) {
 		}
 		delta := d.Choices[0].Delta
 		switch {
-		case reasoning && (delta.ReasoningContent == nil || delta.Content != nil && *delta.Content != ""):
-			t.Fatalf("template read reasoning, the decoder %+v, from %s", delta, second)
+		case reasoning && (delta.ReasoningContent == nil || *delta.ReasoningContent != asDecoded(got) || delta.Content != nil && *delta.Content != ""):
+			t.Fatalf("template read reasoning %q, the decoder %+v, from %s", got, delta, second)
 		case !reasoning && (delta.Content == nil || *delta.Content != asDecoded(got) || delta.ReasoningContent != nil):
 			t.Fatalf("template read content %q, the decoder %+v, from %s", got, delta, second)
 		}
 	})
-}
-
-// FuzzArgsTemplate: a fragment read through the template learned from
-// another decodes to the same tool-call delta, and to nothing else.
-func FuzzArgsTemplate(f *testing.F) {
-	frag := func(args string) string {
-		return `{"id":"c","choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":` + args + `}}]},"finish_reason":null}]}`
-	}
-	f.Add(frag(`"{\"pa"`), frag(`"th\":\"a.go\"}"`))
-	f.Add(frag(`"x"`), `{"id":"c","choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"y"}}]},"finish_reason":"tool_calls"}]}`)
-	f.Add(frag(`"x"`), frag(`"a","name":"evil"`))
-	f.Add(frag(`"x"`), frag("\"a\nb\""))
-	f.Fuzz(func(t *testing.T, first, second string) {
-		c, err := chat.DecodeChunk([]byte(first))
-		if err != nil {
-			return
-		}
-		var tpl argsTemplate
-		tpl.learn([]byte(first), &c)
-		got, ok := tpl.read([]byte(second))
-		if !ok {
-			return
-		}
-		d, err := chat.DecodeChunk([]byte(second))
-		if err != nil {
-			t.Fatalf("template read %q from a chunk the decoder refuses: %s", got.Function.Arguments, second)
-		}
-		if d.HasUsage() || len(d.Choices) != 1 || d.FinishReason() != "" {
-			t.Fatalf("template read a chunk with usage, a finish or other choices: %s", second)
-		}
-		delta := d.Choices[0].Delta
-		if len(delta.ToolCalls) != 1 || delta.Content != nil || delta.Role != "" {
-			t.Fatalf("template read a chunk that is not one argument fragment: %s", second)
-		}
-		want := delta.ToolCalls[0]
-		if want.ID != "" || want.Type != "" || want.Function.Name != "" || want.Index != got.Index || want.Function.Arguments != got.Function.Arguments {
-			t.Fatalf("template read %+v, decoder %+v, from %s", got, want, second)
-		}
-	})
-}
-
-// learnFrom learns from a decoded chunk as the answer reader does: only a
-// plain text chunk whose spans the one-pass read found.
-func learnFrom(tpl *textTemplates, data []byte, c *chat.Chunk) {
-	if c.HasUsage() || len(c.Choices) != 1 || c.FinishReason() != "" || len(c.Choices[0].Delta.ToolCalls) > 0 {
-		return
-	}
-	if cs, rs, ok := textSpans(data); ok {
-		tpl.learn(data, &c.Choices[0].Delta, cs, rs)
-	}
 }
 
 // asDecoded is s as the decoder reads it: the template hands on the bytes
@@ -177,4 +131,15 @@ func asDecoded(s string) string {
 	var out string
 	_ = json.Unmarshal([]byte(`"`+s+`"`), &out)
 	return out
+}
+
+// learnFrom learns from a decoded chunk as the answer reader does: only a
+// plain text chunk whose spans the one-pass read found.
+func learnFrom(tpl *textTemplates, data []byte, c *chat.Chunk) {
+	if c.HasUsage() || len(c.Choices) != 1 || c.FinishReason() != "" || len(c.Choices[0].Delta.ToolCalls) > 0 {
+		return
+	}
+	if cs, rs, ok := textSpans(data); ok {
+		tpl.learn(data, &c.Choices[0].Delta, cs, rs)
+	}
 }

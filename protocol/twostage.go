@@ -569,14 +569,14 @@ func (r *guardRun) decide(ctx context.Context, a *upstreamAnswer, tc chat.ToolCa
 	}
 	r.trace(ctx, metrics.Trace{Kind: metrics.TraceToolCall, Tool: tc.Function.Name, ToolCallID: tc.ID, Verdict: string(j.Verdict)})
 	r.g.cfg.Metrics.ToolCallJudged(string(j.Verdict))
-	content, reasoning, err := a.rd.saidText()
-	if err != nil {
-		return nil, &GuardError{Err: fmt.Errorf("decode what the answer said: %w", err)}
-	}
 	if !a.usageSeen {
-		r.s.estimateUsage(a.req, a.prompt, reasoning+content+tc.Function.Name+tc.Function.Arguments)
+		r.s.estimateUsage(a.req, a.prompt, string(a.rd.gen)+tc.Function.Name+tc.Function.Arguments)
 	}
 	if j.Verdict != tools.VerdictForward {
+		content, reasoning, err := a.rd.saidText()
+		if err != nil {
+			return nil, &GuardError{Err: fmt.Errorf("decode what the answer said: %w", err)}
+		}
 		return refuse(tc, j, content, reasoning, leaked)
 	}
 	return nil, r.forward(ctx, tc)
