@@ -14,12 +14,11 @@
 package thinking
 
 import (
-	"container/list"
 	"encoding/json"
 	"fmt"
-	"sync"
 	"time"
 
+	"github.com/phasegate/phasegate/internal/lru"
 	"github.com/phasegate/phasegate/protocol/chat"
 )
 
@@ -27,76 +26,45 @@ import (
 // message that made the call. It is bounded by the bytes it holds and by
 // the age of its entries, and safe for concurrent use.
 type Memory struct {
-	maxBytes int64
-	ttl      time.Duration
-	now      func() time.Time
-
-	mu    sync.Mutex
-	bytes int64
-	byID  map[string]*list.Element
-	lru   *list.List // front: most recently used
-}
-
-type entry struct {
-	id        string
-	reasoning string
-	at        time.Time
+	byID *lru.Cache[string, string]
 }
 
 // NewMemory returns a memory holding at most maxBytes of reasoning (ids
-// included) for at most ttl each.
+// and about 115 bytes of bookkeeping each included) for at most ttl each
+// (0: until evicted). The least recently remembered or recalled goes
+// first.
 func NewMemory(maxBytes int64, ttl time.Duration) *Memory {
-	return &Memory{maxBytes: maxBytes, ttl: ttl, now: time.Now, byID: map[string]*list.Element{}, lru: list.New()}
+	return newMemory(maxBytes, ttl, nil)
+}
+
+// newMemory is NewMemory on the clock now (nil: time.Now).
+func newMemory(maxBytes int64, ttl time.Duration, now func() time.Time) *Memory {
+	return &Memory{byID: lru.New(lru.Options[string, string]{
+		MaxBytes: maxBytes,
+		Bytes:    func(id, reasoning string) int64 { return int64(len(id) + len(reasoning)) },
+		TTL:      ttl,
+		Now:      now,
+	})}
 }
 
 // Remember stores reasoning for each call id. Empty ids and empty
 // reasoning are not stored; a reasoning larger than the whole memory is
-// not either.
+// not either. The ids of one message share one copy of the reasoning,
+// but each is charged for it.
 func (m *Memory) Remember(callIDs []string, reasoning string) {
 	if reasoning == "" {
 		return
 	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	now := m.now()
 	for _, id := range callIDs {
-		size := int64(len(id) + len(reasoning))
-		if id == "" || size > m.maxBytes {
-			continue
-		}
-		if el, ok := m.byID[id]; ok {
-			m.remove(el)
-		}
-		m.byID[id] = m.lru.PushFront(&entry{id: id, reasoning: reasoning, at: now})
-		m.bytes += size
-		for m.bytes > m.maxBytes {
-			m.remove(m.lru.Back())
+		if id != "" {
+			m.byID.Put(id, reasoning)
 		}
 	}
-}
-
-func (m *Memory) remove(el *list.Element) {
-	e := el.Value.(*entry)
-	m.lru.Remove(el)
-	delete(m.byID, e.id)
-	m.bytes -= int64(len(e.id) + len(e.reasoning))
 }
 
 // Recall returns the reasoning remembered for a call id.
 func (m *Memory) Recall(callID string) (string, bool) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	el, ok := m.byID[callID]
-	if !ok {
-		return "", false
-	}
-	e := el.Value.(*entry)
-	if m.ttl > 0 && m.now().Sub(e.at) > m.ttl {
-		m.remove(el)
-		return "", false
-	}
-	m.lru.MoveToFront(el)
-	return e.reasoning, true
+	return m.byID.Get(callID)
 }
 
 // Repairs says what Repair changed.

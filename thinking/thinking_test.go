@@ -146,15 +146,17 @@ func TestDisabled(t *testing.T) {
 
 func TestMemoryBounds(t *testing.T) {
 	now := time.Unix(1_800_000_000, 0)
-	m := NewMemory(40, time.Minute)
-	m.now = func() time.Time { return now }
-	m.Remember([]string{"a"}, "0123456789") // 11 bytes
-	m.Remember([]string{"b"}, "0123456789")
-	m.Remember([]string{"c"}, "0123456789")
+	const reasoning = "0123456789"
+	entry := newMemory(1, 0, nil).byID.Cost("a", reasoning)
+	max := 3*entry + entry/2 // room for three
+	m := newMemory(max, time.Minute, func() time.Time { return now })
+	m.Remember([]string{"a"}, reasoning)
+	m.Remember([]string{"b"}, reasoning)
+	m.Remember([]string{"c"}, reasoning)
 	if _, ok := m.Recall("a"); !ok {
 		t.Fatalf("a forgotten while the memory had room")
 	}
-	m.Remember([]string{"d"}, "0123456789") // 44 bytes: evicts the least recently used, b
+	m.Remember([]string{"d"}, reasoning) // evicts the least recently used, b
 	if _, ok := m.Recall("b"); ok {
 		t.Errorf("b remembered past the byte bound")
 	}
@@ -167,12 +169,12 @@ func TestMemoryBounds(t *testing.T) {
 	if _, ok := m.Recall("a"); ok {
 		t.Errorf("a remembered past its time")
 	}
-	m.Remember([]string{"big"}, string(make([]byte, 100)))
+	m.Remember([]string{"big"}, string(make([]byte, max)))
 	if _, ok := m.Recall("big"); ok {
 		t.Errorf("an entry larger than the memory was stored")
 	}
-	if m.bytes < 0 || m.bytes > m.maxBytes {
-		t.Errorf("bytes held: got %d, want within [0, %d]", m.bytes, m.maxBytes)
+	if held := m.byID.Bytes(); held < 0 || held > max {
+		t.Errorf("bytes held: got %d, want within [0, %d]", held, max)
 	}
 }
 

@@ -131,7 +131,8 @@ func BenchmarkFit100k(b *testing.B) {
 }
 
 // BenchmarkCacheMemory measures the heap the count cache holds for a
-// 100k-token history.
+// 100k-token history, and what the caches allocate when built at their
+// default bound, before they hold anything.
 func BenchmarkCacheMemory(b *testing.B) {
 	const model = "deepseek-v4-flash"
 	h := agentHistory(b, newCounter(b, DefaultConfig()), model, 100_000)
@@ -158,6 +159,13 @@ func BenchmarkCacheMemory(b *testing.B) {
 	}
 	b.ReportMetric(perHistory, "cache-B/100k-tokens")
 	b.ReportMetric(perEntry, "B/entry")
+
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	idle := []any{newCache(DefaultCacheBytes - DefaultCacheBytes/shortenedShare), newShortCache(DefaultCacheBytes / shortenedShare)}
+	runtime.ReadMemStats(&after)
+	runtime.KeepAlive(idle)
+	b.ReportMetric(float64(after.TotalAlloc-before.TotalAlloc), "idle-B")
 }
 
 // hostile are inputs a client can send to make tokenizing slow.

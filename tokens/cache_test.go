@@ -9,6 +9,9 @@ import (
 	"github.com/phasegate/phasegate/protocol/chat"
 )
 
+// countBytes is what one cached count costs.
+var countBytes = newCache(1).counts.Cost(cacheKey{}, 0)
+
 func TestCacheLRU(t *testing.T) {
 	key := func(i int) cacheKey { return cacheKey{hash: uint64(i) * cacheShards, kind: kindMessage} } // all in shard 0
 	tests := []struct {
@@ -34,7 +37,7 @@ func TestCacheLRU(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			c := newCache(2 * entryBytes * cacheShards) // two entries a shard
+			c := newCache(2 * countBytes * cacheShards) // two entries a shard
 			tt.ops(c)
 			for k, want := range tt.want {
 				if _, got := c.get(key(k)); got != want {
@@ -89,7 +92,7 @@ func TestFitCountsOnlyNewMessages(t *testing.T) {
 // detector.
 func TestConcurrent(t *testing.T) {
 	cfg := DefaultConfig()
-	cfg.CacheBytes = 64 * entryBytes * cacheShards // small: evictions race with hits
+	cfg.CacheBytes = 64 * countBytes * cacheShards // small: evictions race with hits
 	c := newCounter(t, cfg)
 	h := &history{tb: t}
 	h.text("sys", "system", 20)

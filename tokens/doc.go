@@ -54,9 +54,10 @@
 // maphash rather than sha256: it hashes at memory speed, which keeps a warm
 // 100k-token history well under a millisecond; its seed is random per
 // process, so clients cannot aim collisions, and a collision would only
-// misjudge one count, never leak content. The cache is an LRU bounded by
-// Config.CacheBytes; it costs about 100 bytes a message, 22 KB for a
-// 100k-token agent history (BenchmarkCacheMemory).
+// misjudge one count, never leak content. The cache is the gateway's LRU
+// (internal/lru) bounded by Config.CacheBytes; it costs about 100 bytes a
+// message, bookkeeping included, 21 KB for a 100k-token agent history
+// (BenchmarkCacheMemory).
 //
 // tiktoken-go's byte-pair merge is quadratic in the length of a regex piece,
 // and a piece can be as long as the input (a run of letters without spaces,

@@ -2,20 +2,19 @@ package tools
 
 import (
 	"encoding/json"
-	"sync"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
+
+	"github.com/phasegate/phasegate/internal/lru"
 )
 
 // schemaCache holds compiled parameter schemas across requests: agents send
 // the same tool declarations on every request, and compiling a schema costs
 // far more than judging a call against it. A compiled schema is read-only
-// and safe for concurrent validation.
+// and safe for concurrent validation. An LRU bounded by bytes; safe for
+// concurrent use.
 type schemaCache struct {
-	mu      sync.Mutex
-	entries map[string]compiled
-	order   []string // insertion order, for eviction
-	max     int
+	compiled *lru.Cache[string, compiled]
 }
 
 type compiled struct {
@@ -26,31 +25,36 @@ type compiled struct {
 // maxCachedSchemaBytes keeps unusually large schemas out of the cache.
 const maxCachedSchemaBytes = 64 << 10
 
-var schemas = &schemaCache{entries: map[string]compiled{}, max: 1024}
+// schemaCacheBytes bounds the schemas kept: about 700 tool schemas of
+// 300 bytes, the size of a typical one with four parameters.
+const schemaCacheBytes = 4 << 20
+
+// compiledPerSourceByte is the heap a compiled schema holds per byte of
+// its source, rounded up: 14 to 18 for flat and nested tool schemas of
+// 100 to 300 bytes (TestCompiledPerSourceByte).
+const compiledPerSourceByte = 20
+
+var schemas = newSchemaCache(schemaCacheBytes)
+
+func newSchemaCache(maxBytes int64) *schemaCache {
+	return &schemaCache{compiled: lru.New(lru.Options[string, compiled]{
+		MaxBytes: maxBytes,
+		Bytes: func(params string, _ compiled) int64 {
+			return int64(len(params)) * (1 + compiledPerSourceByte)
+		},
+	})}
+}
 
 // compile returns the compiled schema of params, from the cache when it
-// was compiled before. Past max entries, the oldest is evicted.
+// was compiled before.
 func (c *schemaCache) compile(params json.RawMessage) (*jsonschema.Schema, error) {
 	if len(params) > maxCachedSchemaBytes {
 		return compileSchema(params)
 	}
-	key := string(params)
-	c.mu.Lock()
-	e, ok := c.entries[key]
-	c.mu.Unlock()
-	if ok {
+	if e, ok := c.compiled.Get(string(params)); ok {
 		return e.schema, e.err
 	}
 	sch, err := compileSchema(params)
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if _, ok := c.entries[key]; !ok {
-		if len(c.order) >= c.max {
-			delete(c.entries, c.order[0])
-			c.order = c.order[1:]
-		}
-		c.entries[key] = compiled{sch, err}
-		c.order = append(c.order, key)
-	}
+	c.compiled.Put(string(params), compiled{sch, err})
 	return sch, err
 }
