@@ -7,9 +7,10 @@
 //     marker's prefix, so the guard can judge them like native calls.
 //   - The thinking-mode repairs: DeepSeek answers 400 when an assistant
 //     tool-call message comes back without its reasoning_content, which
-//     many clients drop; Memory remembers it by tool call id and Repair
-//     puts it back.
+//     many clients drop; ReasoningMemory remembers it by tool call id and
+//     RepairThinking puts it back.
 //
-// It is pure code but for Memory, which is safe for concurrent use. The
-// proxy decides which requests go to DeepSeek; the guard feeds the scanner.
+// It is pure code but for ReasoningMemory, which is safe for concurrent
+// use. The proxy decides which requests go to DeepSeek; the guard feeds
+// the scanner.
 package deepseek

@@ -1,17 +1,18 @@
-// Package thinking repairs requests for DeepSeek's thinking mode, which is
-// on by default for its current models and strict about two things many
-// clients get wrong:
+package deepseek
+
+// DeepSeek's thinking mode is on by default for its current models and
+// strict about two things many clients get wrong:
 //
 //   - an assistant message with tool calls must carry its
 //     reasoning_content back on later requests, or the API answers 400;
 //     many clients drop the field, and their agents die on the next request;
 //   - a named or "required" tool_choice is rejected.
 //
-// Memory remembers the reasoning_content of the tool-call messages the
-// gateway served, by tool call id, bounded in memory and time; Repair puts
-// it back where a request lacks it (an empty string when it was never
-// seen) and downgrades a forced tool_choice to "auto".
-package thinking
+// ReasoningMemory remembers the reasoning_content of the tool-call
+// messages the gateway served, by tool call id, bounded in memory and
+// time; RepairThinking puts it back where a request lacks it (an empty
+// string when it was never seen) and downgrades a forced tool_choice to
+// "auto".
 
 import (
 	"encoding/json"
@@ -22,24 +23,24 @@ import (
 	"github.com/phasegate/phasegate/protocol/chat"
 )
 
-// Memory maps tool call ids to the reasoning_content of the assistant
+// ReasoningMemory maps tool call ids to the reasoning_content of the assistant
 // message that made the call. It is bounded by the bytes it holds and by
 // the age of its entries, and safe for concurrent use.
-type Memory struct {
+type ReasoningMemory struct {
 	byID *lru.Cache[string, string]
 }
 
-// NewMemory returns a memory holding at most maxBytes of reasoning (ids
+// NewReasoningMemory returns a memory holding at most maxBytes of reasoning (ids
 // and about 115 bytes of bookkeeping each included) for at most ttl each
 // (0: until evicted). The least recently remembered or recalled goes
 // first.
-func NewMemory(maxBytes int64, ttl time.Duration) *Memory {
-	return newMemory(maxBytes, ttl, nil)
+func NewReasoningMemory(maxBytes int64, ttl time.Duration) *ReasoningMemory {
+	return newReasoningMemory(maxBytes, ttl, nil)
 }
 
-// newMemory is NewMemory on the clock now (nil: time.Now).
-func newMemory(maxBytes int64, ttl time.Duration, now func() time.Time) *Memory {
-	return &Memory{byID: lru.New(lru.Options[string, string]{
+// newReasoningMemory is NewReasoningMemory on the clock now (nil: time.Now).
+func newReasoningMemory(maxBytes int64, ttl time.Duration, now func() time.Time) *ReasoningMemory {
+	return &ReasoningMemory{byID: lru.New(lru.Options[string, string]{
 		MaxBytes: maxBytes,
 		Bytes:    func(id, reasoning string) int64 { return int64(len(id) + len(reasoning)) },
 		TTL:      ttl,
@@ -51,7 +52,7 @@ func newMemory(maxBytes int64, ttl time.Duration, now func() time.Time) *Memory 
 // reasoning are not stored; a reasoning larger than the whole memory is
 // not either. The ids of one message share one copy of the reasoning,
 // but each is charged for it.
-func (m *Memory) Remember(callIDs []string, reasoning string) {
+func (m *ReasoningMemory) Remember(callIDs []string, reasoning string) {
 	if reasoning == "" {
 		return
 	}
@@ -63,12 +64,12 @@ func (m *Memory) Remember(callIDs []string, reasoning string) {
 }
 
 // Recall returns the reasoning remembered for a call id.
-func (m *Memory) Recall(callID string) (string, bool) {
+func (m *ReasoningMemory) Recall(callID string) (string, bool) {
 	return m.byID.Get(callID)
 }
 
-// Repairs says what Repair changed.
-type Repairs struct {
+// ThinkingRepairs says what RepairThinking changed.
+type ThinkingRepairs struct {
 	// Restored counts tool-call messages given back their remembered
 	// reasoning_content; Emptied those given "" because it was never seen.
 	Restored, Emptied int
@@ -78,11 +79,11 @@ type Repairs struct {
 }
 
 // Any reports whether anything was repaired.
-func (r Repairs) Any() bool { return r.Restored+r.Emptied > 0 || r.ToolChoice != "" }
+func (r ThinkingRepairs) Any() bool { return r.Restored+r.Emptied > 0 || r.ToolChoice != "" }
 
-// Disabled reports whether the request turns thinking mode off
+// ThinkingDisabled reports whether the request turns thinking mode off
 // ("thinking": {"type": "disabled"}), in which case nothing needs repair.
-func Disabled(req *chat.Request) bool {
+func ThinkingDisabled(req *chat.Request) bool {
 	raw, ok := req.Field("thinking")
 	if !ok {
 		return false
@@ -93,12 +94,12 @@ func Disabled(req *chat.Request) bool {
 	return json.Unmarshal(raw, &t) == nil && t.Type == "disabled"
 }
 
-// Repair restores the reasoning_content of assistant tool-call messages
+// RepairThinking restores the reasoning_content of assistant tool-call messages
 // that lack it, from mem (nil: nothing remembered), and downgrades a named
 // or "required" tool_choice to "auto". Messages are rewritten through
 // their raw form, so every other field survives.
-func Repair(req *chat.Request, mem *Memory) (Repairs, error) {
-	var rep Repairs
+func RepairThinking(req *chat.Request, mem *ReasoningMemory) (ThinkingRepairs, error) {
+	var rep ThinkingRepairs
 	var msgs []chat.Message // copied on the first change
 	for i, m := range req.Messages {
 		if m.Role != chat.RoleAssistant || len(m.ToolCalls) == 0 || m.ReasoningContent != nil {

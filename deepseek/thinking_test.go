@@ -1,4 +1,4 @@
-package thinking
+package deepseek
 
 import (
 	"encoding/json"
@@ -40,46 +40,46 @@ const loop = `{"model":"deepseek-v4-pro","messages":[
 ]%s}`
 
 func TestRepair(t *testing.T) {
-	mem := NewMemory(1<<20, time.Hour)
+	mem := NewReasoningMemory(1<<20, time.Hour)
 	mem.Remember([]string{"call_a"}, "I should read the file.")
 	tests := []struct {
 		name       string
 		extra      string
 		want       []*string // reasoning of messages 1, 3, 5
-		wantRep    Repairs
+		wantRep    ThinkingRepairs
 		toolChoice string
 	}{
 		{
 			name:    "restored from memory, kept, emptied when never seen",
 			want:    []*string{ptr("I should read the file."), ptr("kept"), ptr("")},
-			wantRep: Repairs{Restored: 1, Emptied: 1},
+			wantRep: ThinkingRepairs{Restored: 1, Emptied: 1},
 		},
 		{
 			name:       "required tool_choice downgraded",
 			extra:      `,"tool_choice":"required"`,
 			want:       []*string{ptr("I should read the file."), ptr("kept"), ptr("")},
-			wantRep:    Repairs{Restored: 1, Emptied: 1, ToolChoice: `"required"`},
+			wantRep:    ThinkingRepairs{Restored: 1, Emptied: 1, ToolChoice: `"required"`},
 			toolChoice: `"auto"`,
 		},
 		{
 			name:       "named tool_choice downgraded",
 			extra:      `,"tool_choice":{"type":"function","function":{"name":"read"}}`,
 			want:       []*string{ptr("I should read the file."), ptr("kept"), ptr("")},
-			wantRep:    Repairs{Restored: 1, Emptied: 1, ToolChoice: `{"type":"function","function":{"name":"read"}}`},
+			wantRep:    ThinkingRepairs{Restored: 1, Emptied: 1, ToolChoice: `{"type":"function","function":{"name":"read"}}`},
 			toolChoice: `"auto"`,
 		},
 		{
 			name:       "auto and none are left alone",
 			extra:      `,"tool_choice":"none"`,
 			want:       []*string{ptr("I should read the file."), ptr("kept"), ptr("")},
-			wantRep:    Repairs{Restored: 1, Emptied: 1},
+			wantRep:    ThinkingRepairs{Restored: 1, Emptied: 1},
 			toolChoice: `"none"`,
 		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			req := parse(t, fmt.Sprintf(loop, tt.extra))
-			rep, err := Repair(req, mem)
+			rep, err := RepairThinking(req, mem)
 			if err != nil {
 				t.Fatalf("Repair: %v", err)
 			}
@@ -113,7 +113,7 @@ func TestRepair(t *testing.T) {
 func TestRepairLeavesCompleteRequestsAlone(t *testing.T) {
 	body := `{"model":"deepseek-v4-pro","messages":[{"role":"user","content":"hi"},{"role":"assistant","content":"hello"}]}`
 	req := parse(t, body)
-	rep, err := Repair(req, nil)
+	rep, err := RepairThinking(req, nil)
 	if err != nil {
 		t.Fatalf("Repair: %v", err)
 	}
@@ -137,7 +137,7 @@ func TestDisabled(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := Disabled(parse(t, tt.body)); got != tt.want {
+			if got := ThinkingDisabled(parse(t, tt.body)); got != tt.want {
 				t.Errorf("Disabled: got %v, want %v", got, tt.want)
 			}
 		})
@@ -147,9 +147,9 @@ func TestDisabled(t *testing.T) {
 func TestMemoryBounds(t *testing.T) {
 	now := time.Unix(1_800_000_000, 0)
 	const reasoning = "0123456789"
-	entry := newMemory(1, 0, nil).byID.Cost("a", reasoning)
+	entry := newReasoningMemory(1, 0, nil).byID.Cost("a", reasoning)
 	max := 3*entry + entry/2 // room for three
-	m := newMemory(max, time.Minute, func() time.Time { return now })
+	m := newReasoningMemory(max, time.Minute, func() time.Time { return now })
 	m.Remember([]string{"a"}, reasoning)
 	m.Remember([]string{"b"}, reasoning)
 	m.Remember([]string{"c"}, reasoning)

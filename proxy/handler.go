@@ -21,10 +21,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/phasegate/phasegate/deepseek"
 	"github.com/phasegate/phasegate/metrics"
 	"github.com/phasegate/phasegate/protocol"
 	"github.com/phasegate/phasegate/protocol/chat"
-	"github.com/phasegate/phasegate/thinking"
 	"github.com/phasegate/phasegate/tokens"
 )
 
@@ -64,7 +64,7 @@ type Options struct {
 	// Thinking, when set, repairs requests to the deepseek provider for
 	// its thinking mode and remembers the reasoning of the tool calls it
 	// serves; nil turns the repairs off.
-	Thinking *thinking.Memory
+	Thinking *deepseek.ReasoningMemory
 }
 
 // Handler serves the gateway's routes. It is safe for concurrent use.
@@ -80,7 +80,7 @@ type Handler struct {
 	metrics  *metrics.Metrics
 	gatherer prometheus.Gatherer
 	tokens   *tokens.Counter
-	thinking *thinking.Memory
+	thinking *deepseek.ReasoningMemory
 	draining atomic.Bool
 	engine   *gin.Engine
 }

@@ -7,8 +7,8 @@ import (
 	"net/http"
 	"strconv"
 
+	"github.com/phasegate/phasegate/deepseek"
 	"github.com/phasegate/phasegate/protocol/chat"
-	"github.com/phasegate/phasegate/thinking"
 )
 
 // thinkingProvider is the provider whose thinking mode the gateway repairs
@@ -19,10 +19,10 @@ const thinkingProvider = "deepseek"
 // drop, and says so in the response headers. It reports whether the
 // request goes to thinking mode, so its answer's reasoning is remembered.
 func (h *Handler) repairThinking(w http.ResponseWriter, log *slog.Logger, provider *Provider, req *chat.Request) bool {
-	if h.thinking == nil || provider.Name != thinkingProvider || thinking.Disabled(req) {
+	if h.thinking == nil || provider.Name != thinkingProvider || deepseek.ThinkingDisabled(req) {
 		return false
 	}
-	rep, err := thinking.Repair(req, h.thinking)
+	rep, err := deepseek.RepairThinking(req, h.thinking)
 	if err != nil {
 		// A message that does not re-encode is sent as it came: the
 		// upstream's own answer is the clearer error.
@@ -49,7 +49,7 @@ func (h *Handler) repairThinking(w http.ResponseWriter, log *slog.Logger, provid
 // response ends. A nil *reasoningRecorder records nothing. It is owned by
 // one request.
 type reasoningRecorder struct {
-	mem   *thinking.Memory
+	mem   *deepseek.ReasoningMemory
 	keep  [][]byte
 	tools bool
 }

@@ -14,12 +14,12 @@ import (
 
 	openai "github.com/sashabaranov/go-openai"
 
+	"github.com/phasegate/phasegate/deepseek"
 	"github.com/phasegate/phasegate/protocol"
 	"github.com/phasegate/phasegate/protocol/chat"
 	"github.com/phasegate/phasegate/proxy"
 	"github.com/phasegate/phasegate/proxy/proxytest"
 	"github.com/phasegate/phasegate/sim"
-	"github.com/phasegate/phasegate/thinking"
 )
 
 // The thinking-mode repair through the real router, with go-openai as the
@@ -46,7 +46,7 @@ func thDeepSeek(r proxytest.Received) sim.Reply {
 	if err != nil {
 		return sim.Error(http.StatusBadRequest, err.Error(), "invalid_request_error", "invalid_request_error")
 	}
-	if !thinking.Disabled(req) {
+	if !deepseek.ThinkingDisabled(req) {
 		for i, m := range req.Messages {
 			if m.Role == chat.RoleAssistant && len(m.ToolCalls) > 0 && m.ReasoningContent == nil {
 				return sim.Error(http.StatusBadRequest,
@@ -115,7 +115,7 @@ func thGateway(t *testing.T, providerName string) (*proxytest.Upstream, *httptes
 	up, usrv := proxytest.NewServer(t, thDeepSeek)
 	cfg := proxy.Config{Providers: []proxy.Provider{{Name: providerName, BaseURL: usrv.URL + "/v1"}}}
 	return up, serveGateway(t, cfg, proxy.Options{
-		Thinking: thinking.NewMemory(1<<20, time.Hour),
+		Thinking: deepseek.NewReasoningMemory(1<<20, time.Hour),
 		TwoStage: protocol.NewTwoStage(protocol.TwoStageConfig{}, nil),
 	})
 }
@@ -391,12 +391,12 @@ func TestThinkingNotRememberedWhenLeftAlone(t *testing.T) {
 	}
 }
 
-// BenchmarkRepair measures thinking.Repair on a 100-message agent history
+// BenchmarkRepair measures deepseek.RepairThinking on a 100-message agent history
 // (system, user, 49 tool-call/tool-result pairs): every reasoning
 // remembered, none remembered, and a client that kept them all (nothing
 // to do). Each iteration repairs a fresh clone; "clone" is that cost alone.
 func BenchmarkRepair(b *testing.B) {
-	mem := thinking.NewMemory(64<<20, time.Hour)
+	mem := deepseek.NewReasoningMemory(64<<20, time.Hour)
 	build := func(withReasoning bool) *chat.Request {
 		var msgs []string
 		msgs = append(msgs, `{"role":"system","content":"You are a coding agent."}`, `{"role":"user","content":"Fix the failing test."}`)
@@ -430,17 +430,17 @@ func BenchmarkRepair(b *testing.B) {
 	for _, bc := range []struct {
 		name                  string
 		req                   *chat.Request
-		mem                   *thinking.Memory
+		mem                   *deepseek.ReasoningMemory
 		wantRestored, wantEmp int
 	}{
 		{"restored-49", dropped, mem, 49, 0},
-		{"emptied-49", dropped, thinking.NewMemory(1<<20, time.Hour), 0, 49},
+		{"emptied-49", dropped, deepseek.NewReasoningMemory(1<<20, time.Hour), 0, 49},
 		{"intact", kept, mem, 0, 0},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
-				rep, err := thinking.Repair(bc.req.Clone(), bc.mem)
+				rep, err := deepseek.RepairThinking(bc.req.Clone(), bc.mem)
 				if err != nil {
 					b.Fatal(err)
 				}

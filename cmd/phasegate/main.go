@@ -21,11 +21,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/phasegate/phasegate/deepseek"
 	"github.com/phasegate/phasegate/metrics"
 	"github.com/phasegate/phasegate/protocol"
 	"github.com/phasegate/phasegate/proxy"
 	"github.com/phasegate/phasegate/sim"
-	"github.com/phasegate/phasegate/thinking"
 	"github.com/phasegate/phasegate/tokens"
 )
 
@@ -147,7 +147,7 @@ func newHandler(o options, log *slog.Logger) (*proxy.Handler, error) {
 	opts := proxy.Options{Logger: log, Transport: tr, DefaultProtocol: o.defaultProtocol, Tracer: tracer,
 		PlanMode: len(o.planTools) > 0, Metrics: m, Gatherer: reg, Tokens: counter}
 	if o.thinkingRepair {
-		opts.Thinking = thinking.NewMemory(o.thinkingBytes, o.thinkingTTL)
+		opts.Thinking = deepseek.NewReasoningMemory(o.thinkingBytes, o.thinkingTTL)
 	}
 	if o.twoStage {
 		opts.TwoStage = protocol.NewTwoStage(protocol.TwoStageConfig{
