@@ -300,6 +300,9 @@ func (r *answerReader) text(data []byte, content, reasoning string, plain bool, 
 	}
 	r.opened = true // what follows text is no opening
 	r.said = append(r.said, data)
+	if r.gen == nil {
+		r.gen = make([]byte, 0, 2048) // most answers before a tool call are shorter
+	}
 	r.gen = append(append(r.gen, reasoning...), content...)
 	out, calls := r.leak.Feed(content)
 	st := Step{Kind: StepText, Data: data, Raw: plain && out == content}
@@ -336,7 +339,8 @@ func (r *answerReader) firstCall(yield yieldFunc) error {
 	}
 	if tc, complete := r.acc.First(); complete {
 		r.called = true
-		return emit(yield, Step{Kind: StepCall, Call: &tc})
+		call := tc // only a complete call reaches the heap
+		return emit(yield, Step{Kind: StepCall, Call: &call})
 	}
 	return nil
 }
