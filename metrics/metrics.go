@@ -26,6 +26,7 @@ type Metrics struct {
 	truncations     *prometheus.CounterVec
 	repairs         *prometheus.CounterVec
 	transient       *prometheus.CounterVec
+	retries         *prometheus.CounterVec
 	leaked          *prometheus.CounterVec
 }
 
@@ -118,11 +119,13 @@ func New(reg prometheus.Registerer, providers []string) *Metrics {
 			Help: "Requests repaired for DeepSeek's thinking mode: reasoning_content restored or emptied, forced tool_choice downgraded."}, []string{"kind"}),
 		transient: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "phasegate_transient_finishes_total",
 			Help: "Upstream answers that ended transiently (insufficient_system_resource, or no finish): retried before the first byte, or passed on."}, []string{"outcome"}),
+		retries: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "phasegate_upstream_retries_total",
+			Help: "Upstream calls made again after a failure safe to retry, before any byte reached the client, by the failure's kind."}, []string{"kind"}),
 		leaked: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "phasegate_leaked_tool_calls_total",
 			Help: "Tool calls a model wrote into its content as text, recovered into tool_calls or refused as malformed."}, []string{"outcome"}),
 	}
 	for _, c := range []prometheus.Collector{m.requests, m.requestDuration, m.inFlight, m.upstreamLatency, m.upstreamErrors,
-		m.toolCalls, m.budgets, m.fallbacks, m.cycles, m.tokens, m.truncations, m.repairs, m.transient, m.leaked} {
+		m.toolCalls, m.budgets, m.fallbacks, m.cycles, m.tokens, m.truncations, m.repairs, m.transient, m.retries, m.leaked} {
 		f(c)
 	}
 	for _, p := range Protocols {
@@ -145,6 +148,9 @@ func New(reg prometheus.Registerer, providers []string) *Metrics {
 	}
 	for _, v := range Verdicts {
 		m.toolCalls.WithLabelValues(v)
+	}
+	for _, k := range UpstreamErrorKinds {
+		m.retries.WithLabelValues(k)
 	}
 	for _, b := range Budgets {
 		m.budgets.WithLabelValues(b)
@@ -254,6 +260,14 @@ func (m *Metrics) LeakedToolCall(outcome string) {
 func (m *Metrics) TransientFinish(outcome string) {
 	if m != nil && slices.Contains(TransientOutcomes, outcome) {
 		m.transient.WithLabelValues(outcome).Inc()
+	}
+}
+
+// UpstreamRetried counts an upstream call made again after a failure of
+// kind (one of UpstreamErrorKinds) safe to retry.
+func (m *Metrics) UpstreamRetried(kind string) {
+	if m != nil && slices.Contains(UpstreamErrorKinds, kind) {
+		m.retries.WithLabelValues(kind).Inc()
 	}
 }
 

@@ -336,6 +336,19 @@ phasegate_fallbacks_total 2
 				map[string]int{"retried": 1, "passed_on": 2}),
 		},
 		{
+			name: "UpstreamRetried counts by failure kind, unknown ones ignored",
+			call: func(m *metrics.Metrics) {
+				m.UpstreamRetried("status_5xx")
+				m.UpstreamRetried("status_5xx")
+				m.UpstreamRetried("unreachable")
+				m.UpstreamRetried("")
+				m.UpstreamRetried("deepseek")
+			},
+			metric: "phasegate_upstream_retries_total",
+			want: series("phasegate_upstream_retries_total", "Upstream calls made again after a failure safe to retry, before any byte reached the client, by the failure's kind.",
+				"kind", metrics.UpstreamErrorKinds, map[string]int{"status_5xx": 2, "unreachable": 1}),
+		},
+		{
 			name: "TurnEnded observes the cycles",
 			call: func(m *metrics.Metrics) {
 				m.TurnEnded(0)
@@ -380,6 +393,7 @@ func TestGuardMethodsOnNil(t *testing.T) {
 		"Fallback":        func() { m.Fallback() },
 		"LeakedToolCall":  func() { m.LeakedToolCall("recovered") },
 		"TransientFinish": func() { m.TransientFinish("retried") },
+		"UpstreamRetried": func() { m.UpstreamRetried("status_5xx") },
 		"TurnEnded":       func() { m.TurnEnded(3) },
 	} {
 		t.Run(name, func(t *testing.T) {

@@ -34,6 +34,10 @@ const (
 	// byte reached the client; the gateway learned from its figures,
 	// fitted the request again and sent it once more.
 	TraceRefit TraceKind = "refit"
+	// TraceUpstreamRetry: an upstream call failed in a way safe to retry
+	// before any byte reached the client, and is made again; Verdict is
+	// the failure's kind, Reason the wait.
+	TraceUpstreamRetry TraceKind = "upstream_retry"
 )
 
 // Trace is one event of the guard. It never holds argument bodies, prompt

@@ -8,6 +8,7 @@ import (
 	"context"
 	"iter"
 	"net/http"
+	"time"
 
 	"github.com/phasegate/phasegate/protocol/chat"
 )
@@ -87,6 +88,23 @@ type Exchange struct {
 	// Meter is told the usage and the failures of every upstream call;
 	// nil tells nobody.
 	Meter Meter
+	// Retry bounds the new attempts of an upstream call that failed in a
+	// way the failure table calls safe to retry, before any byte reached
+	// the client; the zero value retries nothing.
+	Retry Retry
+}
+
+// Retry is the retry policy of upstream calls: up to Attempts new calls
+// after a failure Classify marks RetrySafe (a connect failure, a reset or
+// first-byte timeout before the response, 429, 5xx), while nothing reached
+// the client. The wait before attempt n is the upstream's Retry-After when
+// it sent one, else a random duration up to Base·2ⁿ (full jitter), and
+// never more than MaxWait: a Retry-After longer than MaxWait is not waited
+// for, the failure stands.
+type Retry struct {
+	Attempts int
+	Base     time.Duration
+	MaxWait  time.Duration
 }
 
 // Prompt is the gateway's count of one upstream request's prompt.

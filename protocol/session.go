@@ -5,7 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net/http"
+	"strconv"
+	"strings"
+	"time"
 
 	"github.com/phasegate/phasegate/metrics"
 	"github.com/phasegate/phasegate/protocol/chat"
@@ -60,19 +64,84 @@ type discardTracer struct{}
 
 func (discardTracer) Trace(context.Context, metrics.Trace) {}
 
-// send makes one upstream call of req, whose count is *p. A context-length
-// error before any byte reached the client is learned from, and the
-// request fitted again and sent once more; *p is then its new count.
+// send makes one upstream call of req, whose count is *p. Before any byte
+// reached the client, a context-length error is learned from and the
+// request fitted again and sent once more (*p is then its new count), and
+// a failure safe to retry is retried as the exchange's Retry allows.
 func (s *session) send(ctx context.Context, req *chat.Request, p *Prompt) (*Response, error) {
-	for {
+	for attempt := 0; ; attempt++ {
 		resp, err := s.x.Upstream.Send(ctx, req)
 		if err == nil {
 			return resp, nil
 		}
 		s.failed(err)
-		if !s.refit(ctx, req, p, err) {
+		if s.refit(ctx, req, p, err) {
+			continue
+		}
+		wait, ok := s.retryWait(err, attempt)
+		if !ok {
 			return nil, err
 		}
+		f := Classify(err)
+		s.trace(ctx, metrics.Trace{Kind: metrics.TraceUpstreamRetry, Verdict: f.UpstreamKind, Reason: wait.String()})
+		s.metrics.UpstreamRetried(f.UpstreamKind)
+		if !sleep(ctx, wait) {
+			return nil, err
+		}
+	}
+}
+
+// retryWait reports whether the failure err of attempt (from 0) may be
+// retried, and after how long.
+func (s *session) retryWait(err error, attempt int) (time.Duration, bool) {
+	r := s.x.Retry
+	if s.wrote || attempt >= r.Attempts || !Classify(err).RetrySafe {
+		return 0, false
+	}
+	var ue *UpstreamError
+	if errors.As(err, &ue) {
+		if d, ok := retryAfter(ue.Header, time.Now()); ok {
+			return d, r.MaxWait <= 0 || d <= r.MaxWait
+		}
+	}
+	backoff := r.Base << min(attempt, 20)
+	if r.MaxWait > 0 && (backoff > r.MaxWait || backoff <= 0) {
+		backoff = r.MaxWait
+	}
+	if backoff <= 0 {
+		return 0, true
+	}
+	return time.Duration(rand.Int64N(int64(backoff) + 1)), true
+}
+
+// retryAfter reads a Retry-After header: seconds, or an HTTP date.
+func retryAfter(h http.Header, now time.Time) (time.Duration, bool) {
+	v := strings.TrimSpace(h.Get("Retry-After"))
+	if v == "" {
+		return 0, false
+	}
+	if n, err := strconv.Atoi(v); err == nil && n >= 0 {
+		return time.Duration(n) * time.Second, true
+	}
+	if t, err := http.ParseTime(v); err == nil {
+		return max(t.Sub(now), 0), true
+	}
+	return 0, false
+}
+
+// sleep waits d, or less when ctx ends first; it reports whether the wait
+// ran out rather than ctx.
+func sleep(ctx context.Context, d time.Duration) bool {
+	if d <= 0 {
+		return ctx.Err() == nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
 	}
 }
 

@@ -8,6 +8,8 @@ import (
 	"path"
 	"strings"
 	"time"
+
+	"github.com/phasegate/phasegate/protocol"
 )
 
 // Secret is a credential. It prints, formats and logs as "[redacted]", so a
@@ -88,7 +90,16 @@ type Config struct {
 	// MaxResponseBytes bounds a non-streaming upstream body. Default 64 MiB.
 	MaxResponseBytes int64
 	Timeouts         Timeouts
+	// Retry bounds the new attempts of an upstream call that failed in a
+	// way safe to retry before any byte reached the client
+	// (UPSTREAM_RETRIES, UPSTREAM_RETRY_MAX_WAIT). The zero value retries
+	// nothing; DefaultRetry is what phasegate starts with.
+	Retry protocol.Retry
 }
+
+// DefaultRetry retries a failed upstream call twice, after a jittered
+// 250 ms then 500 ms, or the upstream's Retry-After up to 10 s.
+var DefaultRetry = protocol.Retry{Attempts: 2, Base: 250 * time.Millisecond, MaxWait: 10 * time.Second}
 
 // Defaults for Config fields left zero.
 const (
@@ -153,6 +164,12 @@ func (c Config) Validate() error {
 	}
 	if c.MaxEventBytes < 0 {
 		bad("MAX_EVENT_BYTES must not be negative")
+	}
+	if c.Retry.Attempts < 0 {
+		bad("UPSTREAM_RETRIES must not be negative")
+	}
+	if c.Retry.Base < 0 || c.Retry.MaxWait < 0 {
+		bad("UPSTREAM_RETRY_MAX_WAIT must not be negative")
 	}
 	for name, d := range map[string]time.Duration{"UPSTREAM_CONNECT_TIMEOUT": c.Timeouts.Connect, "UPSTREAM_FIRST_BYTE_TIMEOUT": c.Timeouts.FirstByte, "UPSTREAM_IDLE_TIMEOUT": c.Timeouts.Idle, "REQUEST_TIMEOUT": c.Timeouts.Request} {
 		if d < 0 {

@@ -297,7 +297,7 @@ func (c *chatRequest) prepare() error {
 	c.log = c.log.With("model", req.Model, "provider", c.provider.Name, "protocol", c.strategy.Name(), "stream", req.Stream)
 	c.w.Header().Set("X-Phasegate-Protocol", c.strategy.Name())
 	c.w.Header().Set("X-Phasegate-Provider", c.provider.Name)
-	c.x = &protocol.Exchange{Request: req, RequestID: c.id, ProjectID: c.r.Header.Get("X-Project-Id"), History: req.Messages}
+	c.x = &protocol.Exchange{Request: req, RequestID: c.id, ProjectID: c.r.Header.Get("X-Project-Id"), History: req.Messages, Retry: h.cfg.Retry}
 	if c.strategy.Name() == ProtocolTwoStage {
 		if c.x.Limits, err = h.limits(c.r.Header); err != nil {
 			return err
