@@ -90,6 +90,10 @@ type Config struct {
 	// MaxResponseBytes bounds a non-streaming upstream body. Default 64 MiB.
 	MaxResponseBytes int64
 	Timeouts         Timeouts
+	// ClientKeys, when any, are the keys a client must present (as a
+	// bearer token) to use the gateway (PHASEGATE_API_KEYS); they are
+	// never sent upstream, so every provider needs a key of its own.
+	ClientKeys []ClientKey
 	// Retry bounds the new attempts of an upstream call that failed in a
 	// way safe to retry before any byte reached the client
 	// (UPSTREAM_RETRIES, UPSTREAM_RETRY_MAX_WAIT). The zero value retries
@@ -164,6 +168,23 @@ func (c Config) Validate() error {
 	}
 	if c.MaxEventBytes < 0 {
 		bad("MAX_EVENT_BYTES must not be negative")
+	}
+	seen := map[Secret]bool{}
+	for i, k := range c.ClientKeys {
+		switch {
+		case strings.TrimSpace(k.Key.Reveal()) == "":
+			bad("PHASEGATE_API_KEYS: client key %d is empty", i+1)
+		case seen[k.Key]:
+			bad("PHASEGATE_API_KEYS: client key %d is given twice", i+1)
+		}
+		seen[k.Key] = true
+	}
+	if len(c.ClientKeys) > 0 {
+		for _, p := range c.Providers {
+			if p.APIKey == "" && !p.Simulated {
+				bad("provider %q has no API key: with client keys (PHASEGATE_API_KEYS) the client's Authorization is the gateway's and is never passed upstream", p.Name)
+			}
+		}
 	}
 	if c.Retry.Attempts < 0 {
 		bad("UPSTREAM_RETRIES must not be negative")

@@ -81,6 +81,7 @@ type Handler struct {
 	gatherer prometheus.Gatherer
 	tokens   *tokens.Counter
 	thinking *deepseek.ReasoningMemory
+	keys     clientKeys
 	draining atomic.Bool
 	engine   *gin.Engine
 }
@@ -112,6 +113,7 @@ func New(cfg Config, opts Options) (*Handler, error) {
 		gatherer: opts.Gatherer,
 		tokens:   opts.Tokens,
 		thinking: opts.Thinking,
+		keys:     newClientKeys(cfg.ClientKeys),
 	}
 	if h.metrics == nil {
 		reg := prometheus.NewRegistry()
@@ -142,13 +144,13 @@ func (h *Handler) routes() *gin.Engine {
 	e.HandleMethodNotAllowed = true
 	e.ContextWithFallback = true
 	e.Use(h.requestID, h.recover)
-	e.POST("/v1/chat/completions", func(c *gin.Context) { h.serveChat(c.Writer, c.Request, h.deflt) })
-	e.POST("/standard/v1/chat/completions", func(c *gin.Context) { h.serveChat(c.Writer, c.Request, ProtocolStandard) })
-	e.POST("/two-stage/v1/chat/completions", func(c *gin.Context) { h.serveChat(c.Writer, c.Request, ProtocolTwoStage) })
+	e.POST("/v1/chat/completions", h.authorize, func(c *gin.Context) { h.serveChat(c.Writer, c.Request, h.deflt) })
+	e.POST("/standard/v1/chat/completions", h.authorize, func(c *gin.Context) { h.serveChat(c.Writer, c.Request, ProtocolStandard) })
+	e.POST("/two-stage/v1/chat/completions", h.authorize, func(c *gin.Context) { h.serveChat(c.Writer, c.Request, ProtocolTwoStage) })
 	// An SDK pointed at a protocol route asks that route for its models
 	// and other endpoints too.
 	for _, prefix := range []string{"", "/standard", "/two-stage"} {
-		e.GET(prefix+"/v1/models", func(c *gin.Context) { h.serveModels(c.Writer, c.Request) })
+		e.GET(prefix+"/v1/models", h.authorize, func(c *gin.Context) { h.serveModels(c.Writer, c.Request) })
 	}
 	e.GET("/metrics", gin.WrapH(promhttp.HandlerFor(h.gatherer, promhttp.HandlerOpts{})))
 	e.GET("/healthz", func(c *gin.Context) { c.JSON(http.StatusOK, gin.H{"status": "ok"}) })
@@ -163,6 +165,9 @@ func (h *Handler) routes() *gin.Engine {
 	// a catch-all beside the routes above, so it lands here.
 	e.NoRoute(func(c *gin.Context) {
 		if apiPath(c.Request.URL.Path) != "" {
+			if h.authorize(c); c.IsAborted() {
+				return
+			}
 			h.servePassThrough(c.Writer, c.Request)
 			return
 		}

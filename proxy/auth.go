@@ -1,0 +1,95 @@
+package proxy
+
+import (
+	"crypto/sha256"
+	"crypto/subtle"
+	"net/http"
+	"strings"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/phasegate/phasegate/protocol/chat"
+)
+
+// ClientKey is a key a client presents to use the gateway, apart from the
+// gateway's own upstream keys. When Project is set, every request made
+// with the key belongs to that project, whatever X-Project-Id says.
+type ClientKey struct {
+	Key     Secret
+	Project string
+}
+
+// clientKeys checks the keys clients present. The zero value lets every
+// request through, as a gateway without client keys does.
+type clientKeys struct {
+	// digests are the SHA-256 digests of the keys, so that every
+	// comparison takes the same time whatever the presented key's length.
+	digests  [][sha256.Size]byte
+	projects []string
+}
+
+func newClientKeys(keys []ClientKey) clientKeys {
+	var ck clientKeys
+	for _, k := range keys {
+		ck.digests = append(ck.digests, sha256.Sum256([]byte(k.Key.Reveal())))
+		ck.projects = append(ck.projects, k.Project)
+	}
+	return ck
+}
+
+// match returns the index of the key token is, or -1. Every key is
+// compared, in constant time, so the time taken tells nothing of which
+// key, or how much of one, matched.
+func (ck clientKeys) match(token string) int {
+	d := sha256.Sum256([]byte(token))
+	found := -1
+	for i := range ck.digests {
+		if subtle.ConstantTimeCompare(d[:], ck.digests[i][:]) == 1 {
+			found = i
+		}
+	}
+	return found
+}
+
+// authorize lets a request through when the gateway has no client keys,
+// or when its bearer token is one of them. The token is the gateway's,
+// not the upstream's: it is removed before the request goes on, and a
+// key's project replaces any X-Project-Id the client sent. Any other
+// request gets a 401 in OpenAI's shape and never reaches an upstream.
+func (h *Handler) authorize(c *gin.Context) {
+	if len(h.keys.digests) == 0 {
+		c.Next()
+		return
+	}
+	auth := c.Request.Header.Get("Authorization")
+	token, ok := cutBearer(auth)
+	i := -1
+	if ok {
+		i = h.keys.match(token)
+	}
+	if i < 0 {
+		msg := "this gateway needs an API key: send one of its client keys as \"Authorization: Bearer <key>\""
+		if auth != "" {
+			msg = "the API key is not one of this gateway's client keys"
+		}
+		writeJSONError(c.Writer, &chat.Error{Status: http.StatusUnauthorized, Type: chat.TypeInvalidRequest, Code: "invalid_api_key", Message: msg})
+		c.Abort()
+		return
+	}
+	c.Request.Header.Del("Authorization")
+	if p := h.keys.projects[i]; p != "" {
+		c.Request.Header.Set("X-Project-Id", p)
+	}
+	c.Next()
+}
+
+// cutBearer returns the token of a "Bearer <token>" header value; the
+// scheme is case-insensitive (RFC 9110 §11.1).
+func cutBearer(v string) (string, bool) {
+	const scheme = "bearer "
+	if len(v) <= len(scheme) || !strings.EqualFold(v[:len(scheme)], scheme) {
+		return "", false
+	}
+	token := strings.TrimSpace(v[len(scheme):])
+	return token, token != ""
+}
