@@ -22,15 +22,20 @@ import (
 )
 
 // NewTransport returns the transport for upstream calls: bounded dial and
-// TLS handshake, pooled connections, and the response-header wait bounded
-// by the first-byte timeout.
+// TLS handshake, pooled connections (up to 512 idle per provider), HTTP/2
+// where the provider offers it, and the response-header wait bounded by
+// the first-byte timeout.
 func NewTransport(t Timeouts) *http.Transport {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.DialContext = (&net.Dialer{Timeout: t.Connect, KeepAlive: 30 * time.Second}).DialContext
 	tr.TLSHandshakeTimeout = t.Connect
 	tr.ResponseHeaderTimeout = t.FirstByte
-	tr.MaxIdleConns = 256
-	tr.MaxIdleConnsPerHost = 64
+	// Hundreds of concurrent streams go to one provider: keep as many
+	// connections as run at once, or each burst pays new TLS handshakes
+	// (HTTP/2, which the clone of the default transport attempts, needs
+	// only a few).
+	tr.MaxIdleConns = 1024
+	tr.MaxIdleConnsPerHost = 512
 	tr.IdleConnTimeout = 90 * time.Second
 	return tr
 }
@@ -106,12 +111,28 @@ func (u *upstream) Send(ctx context.Context, req *chat.Request) (*protocol.Respo
 	if u.onComment != nil {
 		body2 = &commentTap{r: resp.Body, onComment: u.onComment}
 	}
+	ended := false // the stream reached [DONE] or the end of its body
 	out.Close = func() {
-		stop()
+		if ended {
+			// What is left after [DONE] is the body's framing: read it, so
+			// that the connection goes back to the pool. An answer closed
+			// early is not drained: closing it stops the model generating.
+			drain(resp.Body, cancel)
+		}
 		resp.Body.Close()
+		stop()
 	}
-	out.Events = u.events(ctx, body2, wd)
+	out.Events = u.events(ctx, body2, wd, &ended)
 	return out, nil
+}
+
+// drain reads what is left of a finished body, at most 64 KiB and for at
+// most 250 ms (cancel aborts the read), so that its connection can be
+// reused.
+func drain(body io.Reader, cancel context.CancelCauseFunc) {
+	t := time.AfterFunc(250*time.Millisecond, func() { cancel(context.Canceled) })
+	defer t.Stop()
+	_, _ = io.Copy(io.Discard, io.LimitReader(body, 64<<10))
 }
 
 // readBody reads a whole upstream answer of at most max bytes. A longer
@@ -132,7 +153,9 @@ func readBody(ctx context.Context, body io.Reader, max int64) ([]byte, error) {
 // consumer handles an event (a slow client is not an idle upstream) and
 // re-armed with the idle bound when the wait for the next one starts;
 // comments never re-arm it, so keep-alives never hold a dead stream open.
-func (u *upstream) events(ctx context.Context, body io.Reader, wd *watchdog) iter.Seq2[[]byte, error] {
+//
+// ended is set when the stream reached [DONE] or the end of its body.
+func (u *upstream) events(ctx context.Context, body io.Reader, wd *watchdog, ended *bool) iter.Seq2[[]byte, error] {
 	return func(yield func([]byte, error) bool) {
 		for ev, err := range sse.Read(body, &sse.ReadConfig{MaxEventSize: u.cfg.MaxEventBytes}) {
 			if err != nil {
@@ -140,6 +163,9 @@ func (u *upstream) events(ctx context.Context, body io.Reader, wd *watchdog) ite
 				return
 			}
 			wd.pause()
+			if ev.Data == chat.Done {
+				*ended = true
+			}
 			if ev.Data != "" && !yield([]byte(ev.Data), nil) {
 				return
 			}
@@ -148,7 +174,9 @@ func (u *upstream) events(ctx context.Context, body io.Reader, wd *watchdog) ite
 		if ctx.Err() != nil {
 			// The body ended because the request was cancelled.
 			yield(nil, upstreamCallError(ctx, ctx.Err()))
+			return
 		}
+		*ended = true
 	}
 }
 

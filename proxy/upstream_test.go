@@ -72,7 +72,7 @@ func TestEventsSlowConsumer(t *testing.T) {
 	defer wd.stop()
 	body := strings.NewReader("data: a\n\ndata: b\n\ndata: [DONE]\n\n")
 	var got []string
-	for data, err := range u.events(ctx, body, wd) {
+	for data, err := range u.events(ctx, body, wd, new(bool)) {
 		if err != nil {
 			t.Fatalf("after %q: %v", got, err)
 		}
