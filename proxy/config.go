@@ -90,6 +90,12 @@ type Config struct {
 	// MaxResponseBytes bounds a non-streaming upstream body. Default 64 MiB.
 	MaxResponseBytes int64
 	Timeouts         Timeouts
+	// PassThrough lists the other /v1 endpoints (path prefixes below /v1,
+	// such as "/embeddings") passed through to a provider for which the
+	// gateway holds a key (PASSTHROUGH_ENDPOINTS); "*" allows any. Nil
+	// means DefaultPassThrough. A client calling with its own key may reach
+	// any endpoint: it spends its own account.
+	PassThrough []string
 	// ClientKeys, when any, are the keys a client must present (as a
 	// bearer token) to use the gateway (PHASEGATE_API_KEYS); they are
 	// never sent upstream, so every provider needs a key of its own.
@@ -100,6 +106,12 @@ type Config struct {
 	// nothing; DefaultRetry is what phasegate starts with.
 	Retry protocol.Retry
 }
+
+// DefaultPassThrough are the endpoints passed through with the gateway's
+// own keys by default: read-only and inference ones. Files, batches,
+// fine-tunes and deletions would open the operator's account to anyone
+// who can reach the gateway.
+var DefaultPassThrough = []string{"/models", "/embeddings", "/moderations"}
 
 // DefaultRetry retries a failed upstream call twice, after a jittered
 // 250 ms then 500 ms, or the upstream's Retry-After up to 10 s.

@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/phasegate/phasegate/protocol"
+	"github.com/phasegate/phasegate/protocol/chat"
 )
 
 // servePassThrough relays any other /v1/* request to a provider with
@@ -38,6 +39,11 @@ func (h *Handler) servePassThrough(w http.ResponseWriter, r *http.Request) {
 	}
 	target, _ := url.Parse(provider.BaseURL) // validated at start
 	rest := apiPath(r.URL.Path)
+	if provider.APIKey != "" && !h.passesThrough(rest) {
+		writeJSONError(w, &chat.Error{Status: http.StatusNotFound, Type: chat.TypeInvalidRequest, Code: "unknown_url",
+			Message: r.Method + " " + r.URL.Path + " is not passed through by this gateway (PASSTHROUGH_ENDPOINTS)"})
+		return
+	}
 	rp := &httputil.ReverseProxy{
 		Transport: h.client.Transport,
 		Rewrite: func(pr *httputil.ProxyRequest) {
@@ -148,4 +154,20 @@ func (h *Handler) bounded(r *http.Request) (*http.Request, context.CancelFunc) {
 	}
 	ctx, cancel := context.WithTimeoutCause(r.Context(), d, ErrRequestTimeout)
 	return r.WithContext(ctx), cancel
+}
+
+// passesThrough reports whether the endpoint rest (the path below /v1) may
+// be passed through with the gateway's own key.
+func (h *Handler) passesThrough(rest string) bool {
+	allowed := h.cfg.PassThrough
+	if allowed == nil {
+		allowed = DefaultPassThrough
+	}
+	for _, p := range allowed {
+		p = "/" + strings.Trim(p, "/")
+		if p == "/*" || rest == p || strings.HasPrefix(rest, p+"/") {
+			return true
+		}
+	}
+	return false
 }

@@ -280,3 +280,42 @@ func TestPassThroughFailures(t *testing.T) {
 		}
 	})
 }
+
+// TestPassThroughAllowlist: with the gateway's own key, only the allowed
+// endpoints are passed through (by default the read-only and inference
+// ones); anything else is a 404 in OpenAI's shape that reaches no
+// upstream. A client calling with its own key reaches any endpoint.
+func TestPassThroughAllowlist(t *testing.T) {
+	tests := []struct {
+		name    string
+		key     proxy.Secret
+		allowed []string
+		path    string
+		pass    bool
+	}{
+		{"embeddings with the server key", "sk-server-0123456789", nil, "/v1/embeddings", true},
+		{"a model's details", "sk-server-0123456789", nil, "/v1/models/gpt-test", true},
+		{"files with the server key", "sk-server-0123456789", nil, "/v1/files", false},
+		{"fine-tunes with the server key", "sk-server-0123456789", nil, "/v1/fine_tuning/jobs", false},
+		{"a prefix is a whole segment", "sk-server-0123456789", nil, "/v1/embeddingsX", false},
+		{"files allowed by configuration", "sk-server-0123456789", []string{"files"}, "/v1/files", true},
+		{"anything allowed", "sk-server-0123456789", []string{"*"}, "/v1/batches", true},
+		{"files with the client's own key", "", nil, "/v1/files", true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			up, usrv := proxytest.NewServer(t, proxytest.Script(sim.Reply{Status: http.StatusOK,
+				Header: http.Header{"Content-Type": {"application/json"}}, Body: []byte(`{"object":"list","data":[]}`)}))
+			cfg := proxy.Config{Providers: []proxy.Provider{{Name: "openai", BaseURL: usrv.URL + "/v1", APIKey: tt.key}}, PassThrough: tt.allowed}
+			gw := serveGateway(t, cfg, proxy.Options{})
+			resp := post(t, testContext(t), gw, tt.path, `{"input":"hi"}`, http.Header{"Authorization": {"Bearer sk-client-0123456789"}})
+			body := readAll(t, resp.Body)
+			if got := len(up.Received()) == 1; got != tt.pass {
+				t.Fatalf("passed through = %v, want %v (status %d: %s)", got, tt.pass, resp.StatusCode, body)
+			}
+			if !tt.pass && (resp.StatusCode != http.StatusNotFound || !strings.Contains(string(body), `"code":"unknown_url"`)) {
+				t.Errorf("refused endpoint: %d %s, want a 404 unknown_url", resp.StatusCode, body)
+			}
+		})
+	}
+}
