@@ -90,6 +90,9 @@ type Config struct {
 	// MaxResponseBytes bounds a non-streaming upstream body. Default 64 MiB.
 	MaxResponseBytes int64
 	Timeouts         Timeouts
+	// Limits bound the shape of a chat request; zero fields take
+	// DefaultLimits.
+	Limits Limits
 	// PassThrough lists the other /v1 endpoints (path prefixes below /v1,
 	// such as "/embeddings") passed through to a provider for which the
 	// gateway holds a key (PASSTHROUGH_ENDPOINTS); "*" allows any. Nil
@@ -142,6 +145,7 @@ func (c Config) WithDefaults() Config {
 	if c.MaxResponseBytes == 0 {
 		c.MaxResponseBytes = DefaultMaxResponseBytes
 	}
+	c.Limits = c.Limits.withDefaults()
 	return c
 }
 

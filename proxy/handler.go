@@ -294,8 +294,14 @@ func (c *chatRequest) prepare() error {
 	if err != nil {
 		return err
 	}
+	if err := checkDepth(body, h.cfg.Limits.MaxDepth); err != nil {
+		return err
+	}
 	req, err := chat.ParseRequest(body)
 	if err != nil {
+		return err
+	}
+	if err := checkShape(req, h.cfg.Limits); err != nil {
 		return err
 	}
 	c.provider = h.cfg.provider(req.Model)

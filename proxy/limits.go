@@ -1,0 +1,97 @@
+package proxy
+
+import (
+	"fmt"
+	"net/http"
+
+	"github.com/phasegate/phasegate/protocol/chat"
+)
+
+// Limits bound the shape of one chat request, beyond its size in bytes,
+// so that a hostile or broken client cannot make the gateway (or the
+// upstream, on the operator's key) do unbounded work. Zero fields take
+// their defaults, which are far beyond what real agents send.
+type Limits struct {
+	// MaxDepth bounds the nesting of JSON objects and arrays. Default 64.
+	MaxDepth int
+	// MaxMessages bounds the messages of a request. Default 10,000.
+	MaxMessages int
+	// MaxTools bounds the tools a request declares. Default 512.
+	MaxTools int
+	// MaxToolSchemaBytes bounds one tool's parameters schema. Default
+	// 256 KiB.
+	MaxToolSchemaBytes int
+	// MaxArgumentsBytes bounds the arguments of one tool call in the
+	// history. Default 4 MiB.
+	MaxArgumentsBytes int
+}
+
+// DefaultLimits are the limits phasegate starts with.
+var DefaultLimits = Limits{MaxDepth: 64, MaxMessages: 10_000, MaxTools: 512, MaxToolSchemaBytes: 256 << 10, MaxArgumentsBytes: 4 << 20}
+
+func (l Limits) withDefaults() Limits {
+	d := DefaultLimits
+	for _, f := range []struct{ v, def *int }{{&l.MaxDepth, &d.MaxDepth}, {&l.MaxMessages, &d.MaxMessages},
+		{&l.MaxTools, &d.MaxTools}, {&l.MaxToolSchemaBytes, &d.MaxToolSchemaBytes}, {&l.MaxArgumentsBytes, &d.MaxArgumentsBytes}} {
+		if *f.v <= 0 {
+			*f.v = *f.def
+		}
+	}
+	return l
+}
+
+// checkDepth refuses a body nested deeper than max before it is decoded:
+// encoding/json would recurse that deep.
+func checkDepth(body []byte, max int) error {
+	depth, inString, escaped := 0, false, false
+	for _, c := range body {
+		switch {
+		case inString:
+			switch {
+			case escaped:
+				escaped = false
+			case c == '\\':
+				escaped = true
+			case c == '"':
+				inString = false
+			}
+		case c == '"':
+			inString = true
+		case c == '{' || c == '[':
+			if depth++; depth > max {
+				return chat.InvalidRequest("", "the request nests JSON objects and arrays more than %d deep", max)
+			}
+		case c == '}' || c == ']':
+			depth--
+		}
+	}
+	return nil
+}
+
+// checkShape refuses a parsed request over the limits.
+func checkShape(req *chat.Request, l Limits) error {
+	if n := len(req.Messages); n > l.MaxMessages {
+		return chat.InvalidRequest("messages", "the request has %d messages; this gateway accepts at most %d", n, l.MaxMessages)
+	}
+	if n := len(req.Tools); n > l.MaxTools {
+		return chat.InvalidRequest("tools", "the request declares %d tools; this gateway accepts at most %d", n, l.MaxTools)
+	}
+	for i, t := range req.Tools {
+		if n := len(t.Function.Parameters); n > l.MaxToolSchemaBytes {
+			return tooLarge(fmt.Sprintf("tools[%d].function.parameters", i), "the parameters schema of tool %q is %d bytes; this gateway accepts at most %d", t.Function.Name, n, l.MaxToolSchemaBytes)
+		}
+	}
+	for i, m := range req.Messages {
+		for j, tc := range m.ToolCalls {
+			if n := len(tc.Function.Arguments); n > l.MaxArgumentsBytes {
+				return tooLarge(fmt.Sprintf("messages[%d].tool_calls[%d].function.arguments", i, j), "the arguments of a tool call are %d bytes; this gateway accepts at most %d", n, l.MaxArgumentsBytes)
+			}
+		}
+	}
+	return nil
+}
+
+func tooLarge(param, format string, args ...any) *chat.Error {
+	return &chat.Error{Status: http.StatusRequestEntityTooLarge, Type: chat.TypeInvalidRequest, Code: "request_too_large", Param: param,
+		Message: fmt.Sprintf(format, args...)}
+}
