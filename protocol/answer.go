@@ -3,6 +3,7 @@ package protocol
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"iter"
 	"strings"
@@ -101,6 +102,12 @@ func (r *answerReader) steps(events iter.Seq2[[]byte, error]) iter.Seq2[Step, er
 	return func(yield func(Step, error) bool) {
 		for data, err := range events {
 			if err != nil {
+				if r.finished && errors.Is(err, ErrTruncated) {
+					// Cut after the finish: nothing of the answer is
+					// missing but the closing [DONE].
+					r.end(false, yield)
+					return
+				}
 				yield(Step{}, fmt.Errorf("read upstream event %d: %w", r.n+1, err))
 				return
 			}
@@ -256,7 +263,7 @@ func (r *answerReader) guardDelta(data []byte, c *chat.Chunk, yield yieldFunc) e
 		content, reasoning := "", ""
 		if text {
 			content = *d.Content
-			if spans && cs.start > 0 && !cs.escaped {
+			if spans && !r.slow && spanIs(data, cs, content) {
 				// The bytes as they came, as the template reads them: a
 				// multi-byte character split across chunks reaches the
 				// leak scan whole, not as two replacement characters.

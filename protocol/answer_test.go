@@ -69,14 +69,20 @@ func eventsOf(events [][]byte, cut bool) iter.Seq2[[]byte, error] {
 
 // render writes the steps of a reader as lines, the text of raw chunks
 // decoded, so that a fast path and the decoder can be compared.
-func render(r *answerReader, events iter.Seq2[[]byte, error]) []string {
-	var out []string
+func render(r *answerReader, events iter.Seq2[[]byte, error]) (out []string) {
+	// Text is shown as the decoder reads it: the fast paths hand on the
+	// bytes of unescaped text as they came, invalid UTF-8 included.
 	str := func(p *string) string {
 		if p == nil {
 			return "<nil>"
 		}
-		return fmt.Sprintf("%q", *p)
+		return fmt.Sprintf("%q", asDecoded([]byte(*p)))
 	}
+	defer func() {
+		// What the reader read, not only what it passes on: the text the
+		// leak scan and the usage estimate saw.
+		out = append(out, fmt.Sprintf("read %q", asDecoded(r.gen)))
+	}()
 	for st, err := range r.steps(events) {
 		if err != nil {
 			kind := "error"
@@ -179,6 +185,9 @@ func TestAnswerReaderRecorded(t *testing.T) {
 func checkSteps(t *testing.T, steps []string) {
 	t.Helper()
 	count := map[string]int{}
+	if n := len(steps); n > 0 && strings.HasPrefix(steps[n-1], "read ") {
+		steps = steps[:n-1] // what the reader read, not a step
+	}
 	for i, s := range steps {
 		kind, _, _ := strings.Cut(s, " ")
 		count[kind]++

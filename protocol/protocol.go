@@ -143,8 +143,8 @@ type Usage struct {
 // Meter is told what each upstream call of a request cost and how it
 // failed. It is owned by one request.
 type Meter interface {
-	// Usage is called once per upstream call that reported usage or whose
-	// usage was estimated.
+	// Usage is called once per upstream call that reported usage (its last
+	// usage object) or whose usage was estimated.
 	Usage(u Usage)
 	// Failed is called once per upstream call that failed; Classify tells
 	// the kind.

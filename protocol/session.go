@@ -255,9 +255,15 @@ func (s *session) transientFinish(ctx context.Context) bool {
 	if s.retryUnseen(ctx, FinishInsufficientResource) {
 		return true
 	}
+	s.passedOn(ctx)
+	return false
+}
+
+// passedOn counts an insufficient_system_resource finish passed on to the
+// client as it came.
+func (s *session) passedOn(ctx context.Context) {
 	s.trace(ctx, metrics.Trace{Kind: metrics.TraceTransientFinish, Verdict: "passed_on", Reason: FinishInsufficientResource})
 	s.metrics.TransientFinish("passed_on")
-	return false
 }
 
 // addUsage adds the usage an upstream call reported; p is the gateway's

@@ -48,7 +48,6 @@ func (s Standard) serve(ctx context.Context, ss *session) error {
 			retry, err = s.whole(ctx, ss, resp, p)
 		} else {
 			retry, err = s.pass(ctx, ss, resp, p)
-			resp.Close()
 		}
 		if !retry {
 			return err
@@ -73,10 +72,18 @@ func (s Standard) whole(ctx context.Context, ss *session, resp *Response, p Prom
 	return false, ss.put(Event{Kind: KindResponse, Status: resp.Status, Header: resp.Header, Data: resp.Body})
 }
 
-// pass forwards one streamed answer. It reports retry when the answer
-// ended transiently before a byte reached the client and the session
-// allows another attempt.
+// pass forwards one streamed answer, and closes it however that ends. It
+// reports retry when the answer ended transiently before a byte reached
+// the client and the session allows another attempt. The answer's usage is
+// the last it reported (upstreams that repeat cumulative usage count once).
 func (s Standard) pass(ctx context.Context, ss *session, resp *Response, p Prompt) (retry bool, err error) {
+	var usage json.RawMessage
+	defer func() {
+		resp.Close()
+		if usage != nil {
+			ss.addUsage(usage, p)
+		}
+	}()
 	if err := ss.start(resp.Header); err != nil {
 		return false, err
 	}
@@ -95,7 +102,7 @@ func (s Standard) pass(ctx context.Context, ss *session, resp *Response, p Promp
 		case StepOpening:
 			ss.hold(st.Data, nil)
 		case StepUsage:
-			ss.addUsage(st.Usage, p)
+			usage = st.Usage
 		case StepFinish:
 			if st.Reason == FinishInsufficientResource && ss.transientFinish(ctx) {
 				return true, nil

@@ -3,6 +3,8 @@ package protocol
 import (
 	"bytes"
 	"encoding/json"
+	"strings"
+	"unicode/utf8"
 	"unsafe"
 
 	"github.com/phasegate/phasegate/protocol/chat"
@@ -191,11 +193,45 @@ func (t *textTemplates) read(data []byte) (content, reasoning string, ok bool) {
 func (t *textTemplates) learn(data []byte, d *chat.Delta, cs, rs span) {
 	hasContent := d.Content != nil && *d.Content != ""
 	switch {
-	case hasContent && d.ReasoningContent == nil && cs.start > 0 && rs.start < 0 && !cs.escaped:
+	case hasContent && d.ReasoningContent == nil && rs.start < 0 && spanIs(data, cs, *d.Content):
 		t.content.learn(data, cs)
-	case !hasContent && d.ReasoningContent != nil && *d.ReasoningContent != "" && rs.start > 0 && !rs.escaped:
+	case !hasContent && d.ReasoningContent != nil && spanIs(data, rs, *d.ReasoningContent):
 		t.reasoning.learn(data, rs)
 	}
+}
+
+var unicodeEscape = []byte(`\u`)
+
+// spanIs reports whether sp is surely the string the decoder read as
+// decoded: an unescaped string with those bytes (invalid UTF-8 aside,
+// which the decoder replaces), and no \u escape elsewhere in data, which
+// could spell a key the one-pass read did not recognise (a "con\u0074ent"
+// the decoder takes for content, beside a decoy it does not).
+func spanIs(data []byte, sp span, decoded string) bool {
+	if sp.start <= 0 || sp.escaped || decoded == "" {
+		return false
+	}
+	raw := data[sp.start:sp.end]
+	if string(raw) != decoded && (utf8.Valid(raw) || asDecoded(raw) != decoded) {
+		return false
+	}
+	return !bytes.Contains(data[:sp.start], unicodeEscape) && !bytes.Contains(data[sp.end:], unicodeEscape)
+}
+
+// asDecoded is an unescaped JSON string body as the decoder reads it:
+// each byte of invalid UTF-8 becomes U+FFFD.
+func asDecoded(raw []byte) string {
+	var b strings.Builder
+	for len(raw) > 0 {
+		r, n := utf8.DecodeRune(raw)
+		if r == utf8.RuneError && n == 1 {
+			b.WriteRune(utf8.RuneError)
+		} else {
+			b.Write(raw[:n])
+		}
+		raw = raw[n:]
+	}
+	return b.String()
 }
 
 // hasControl reports a byte JSON forbids unescaped inside a string.
@@ -208,7 +244,7 @@ func hasControl(b []byte) bool {
 	return false
 }
 
-var argumentsKey = []byte(`"arguments":`)
+var argumentsKey = []byte("arguments")
 
 // argsTemplate reads the argument fragments of one streamed tool call the
 // way textTemplate reads text: the fragments after the first carry only
@@ -223,7 +259,9 @@ type argsTemplate struct {
 
 // learn remembers the shape of data, a chunk whose decoded form is d: one
 // choice, no finish, no usage, no content, and one tool-call delta with an
-// index and arguments only. Other chunks are not learned from.
+// index and arguments only, the arguments key appearing once (in any case
+// of letters, as the decoder matches it) with a string whose bytes are
+// the arguments decoded. Other chunks are not learned from.
 func (t *argsTemplate) learn(data []byte, c *chat.Chunk) {
 	if c.HasUsage() || len(c.Choices) != 1 || c.FinishReason() != "" {
 		return
@@ -236,24 +274,45 @@ func (t *argsTemplate) learn(data []byte, c *chat.Chunk) {
 	if td.ID != "" || td.Type != "" || td.Function.Name != "" {
 		return
 	}
-	// The key cannot occur unescaped inside a string value, so a single
-	// occurrence is the one key.
-	i := bytes.Index(data, argumentsKey)
-	if i < 0 || bytes.Contains(data[i+len(argumentsKey):], argumentsKey) {
+	j, n := keyValue(data, argumentsKey)
+	if n != 1 || j >= len(data) || data[j] != '"' {
 		return
 	}
-	j := skipSpace(data, i+len(argumentsKey))
-	if j >= len(data) || data[j] != '"' {
-		return
-	}
-	end, _ := stringEnd(data, j+1)
-	if end < 0 {
+	end, esc := stringEnd(data, j+1)
+	if end < 0 || !spanIs(data, span{start: j + 1, end: end, escaped: esc}, td.Function.Arguments) {
 		return
 	}
 	t.prefix, t.suffix, t.index = data[:j+1], data[end:], td.Index
 }
 
-// read returns the tool-call delta of an argument fragment of the learned
+// keyValue finds the keys of data spelled key (ignoring case, as the
+// decoder matches them): how many there are, and where the value of the
+// last one starts. A string value is never taken for a key: only a string
+// followed by ':' is one.
+func keyValue(data, key []byte) (value, n int) {
+	for i := 0; i < len(data); {
+		q := bytes.IndexByte(data[i:], '"')
+		if q < 0 {
+			break
+		}
+		start := i + q + 1
+		end, _ := stringEnd(data, start)
+		if end < 0 {
+			break
+		}
+		j := skipSpace(data, end+1)
+		if j < len(data) && data[j] == ':' {
+			if bytes.EqualFold(data[start:end], key) {
+				n++
+				value = skipSpace(data, j+1)
+			}
+			i = j + 1
+			continue
+		}
+		i = end + 1
+	}
+	return value, n
+} // read returns the tool-call delta of an argument fragment of the learned
 // shape; false means: decode the chunk.
 func (t *argsTemplate) read(data []byte) (chat.ToolCallDelta, bool) {
 	var td chat.ToolCallDelta
@@ -268,10 +327,8 @@ func (t *argsTemplate) read(data []byte) (chat.ToolCallDelta, bool) {
 	}
 	td.Index = t.index
 	mid := data[len(t.prefix):end]
-	for _, b := range mid {
-		if b < 0x20 {
-			return td, false // not valid JSON: the decoder says what is wrong
-		}
+	if hasControl(mid) || !utf8.Valid(mid) {
+		return td, false // the decoder says what is wrong, or replaces it
 	}
 	if !escaped {
 		td.Function.Arguments = string(mid)

@@ -3,7 +3,6 @@ package protocol
 import (
 	"encoding/json"
 	"testing"
-	"unicode/utf8"
 
 	"github.com/phasegate/phasegate/protocol/chat"
 )
@@ -113,24 +112,12 @@ func FuzzTextTemplate(f *testing.F) {
 		}
 		delta := d.Choices[0].Delta
 		switch {
-		case reasoning && (delta.ReasoningContent == nil || *delta.ReasoningContent != asDecoded(got) || delta.Content != nil && *delta.Content != ""):
+		case reasoning && (delta.ReasoningContent == nil || *delta.ReasoningContent != asDecoded([]byte(got)) || delta.Content != nil && *delta.Content != ""):
 			t.Fatalf("template read reasoning %q, the decoder %+v, from %s", got, delta, second)
-		case !reasoning && (delta.Content == nil || *delta.Content != asDecoded(got) || delta.ReasoningContent != nil):
+		case !reasoning && (delta.Content == nil || *delta.Content != asDecoded([]byte(got)) || delta.ReasoningContent != nil):
 			t.Fatalf("template read content %q, the decoder %+v, from %s", got, delta, second)
 		}
 	})
-}
-
-// asDecoded is s as the decoder reads it: the template hands on the bytes
-// of an escape-free string as they came, invalid UTF-8 included, where
-// the decoder puts replacement characters.
-func asDecoded(s string) string {
-	if utf8.ValidString(s) {
-		return s
-	}
-	var out string
-	_ = json.Unmarshal([]byte(`"`+s+`"`), &out)
-	return out
 }
 
 // learnFrom learns from a decoded chunk as the answer reader does: only a
@@ -142,4 +129,48 @@ func learnFrom(tpl *textTemplates, data []byte, c *chat.Chunk) {
 	if cs, rs, ok := textSpans(data); ok {
 		tpl.learn(data, &c.Choices[0].Delta, cs, rs)
 	}
+}
+
+// FuzzArgsTemplate: a fragment read through the template learned from
+// another decodes to the same tool-call delta, and to nothing else.
+func FuzzArgsTemplate(f *testing.F) {
+	frag := func(args string) string {
+		return `{"id":"c","choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":` + args + `}}]},"finish_reason":null}]}`
+	}
+	f.Add(frag(`"{\"pa"`), frag(`"th\":\"a.go\"}"`))
+	f.Add(frag(`"x"`), `{"id":"c","choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"y"}}]},"finish_reason":"tool_calls"}]}`)
+	f.Add(frag(`"x"`), frag(`"a","name":"evil"`))
+	f.Add(frag(`"x"`), frag("\"a\nb\""))
+	f.Add(frag("\"a\xffb\""), frag("\"c\xffd\""))
+	// A decoy key the decoder does not read beside the one it reads in
+	// another case of letters.
+	f.Add(`{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"ARGUMENTS":"{\"p\":"}}]}}],"x":{"arguments":"1}"}}`,
+		`{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"ARGUMENTS":"2"}}]}}],"x":{"arguments":"3}"}}`)
+	f.Fuzz(func(t *testing.T, first, second string) {
+		c, err := chat.DecodeChunk([]byte(first))
+		if err != nil {
+			return
+		}
+		var tpl argsTemplate
+		tpl.learn([]byte(first), &c)
+		got, ok := tpl.read([]byte(second))
+		if !ok {
+			return
+		}
+		d, err := chat.DecodeChunk([]byte(second))
+		if err != nil || !json.Valid([]byte(second)) {
+			t.Fatalf("template read %q from a chunk the decoder refuses: %s", got.Function.Arguments, second)
+		}
+		if d.HasUsage() || len(d.Choices) != 1 || d.FinishReason() != "" {
+			t.Fatalf("template read a chunk with usage, a finish or other choices: %s", second)
+		}
+		delta := d.Choices[0].Delta
+		if len(delta.ToolCalls) != 1 || delta.Content != nil || delta.Role != "" {
+			t.Fatalf("template read a chunk that is not one argument fragment: %s", second)
+		}
+		want := delta.ToolCalls[0]
+		if want.ID != "" || want.Type != "" || want.Function.Name != "" || want.Index != got.Index || want.Function.Arguments != got.Function.Arguments {
+			t.Fatalf("template read %+v, decoder %+v, from %s", got, want, second)
+		}
+	})
 }

@@ -334,14 +334,28 @@ type upstreamAnswer struct {
 	resp   *Response
 	rd     answerReader
 	closed bool
-	// usageSeen: the answer reported its own usage, so a call decided
-	// now needs no estimate. DeepSeek reports usage on the finish chunk.
-	usageSeen bool
-	dropped   bool // a tool call of the forced final answer was dropped
+	s      *session
+	// usage is the last usage the answer reported (upstreams that repeat
+	// cumulative usage are counted once), added to the session's when the
+	// answer is settled; nil when it reported none, so a call decided now
+	// needs an estimate. DeepSeek reports usage on the finish chunk.
+	usage   json.RawMessage
+	settled bool
+	dropped bool // a tool call of the forced final answer was dropped
 }
 
-// close closes the upstream response; it may be called again.
+// settle adds the usage the answer reported to the session's, once.
+func (a *upstreamAnswer) settle() {
+	if !a.settled && a.usage != nil {
+		a.settled = true
+		a.s.addUsage(a.usage, a.prompt)
+	}
+}
+
+// close settles the answer and closes the upstream response; it may be
+// called again.
 func (a *upstreamAnswer) close() {
+	a.settle()
 	if !a.closed {
 		a.closed = true
 		a.resp.Close()
@@ -369,17 +383,29 @@ func (r *guardRun) call(ctx context.Context, final bool) (*refusal, error) {
 		return nil, err
 	}
 	for {
-		a, err := r.open(ctx, req, p)
-		if err != nil {
-			return nil, err
-		}
-		ref, retry, err := r.read(ctx, a, final)
-		a.close()
+		ref, retry, err := r.attempt(ctx, req, &p, final)
 		if !retry {
 			return ref, err
 		}
-		p = a.prompt
 	}
+}
+
+// attempt makes one upstream call and reads its answer. The answer is
+// closed however reading ends, a panic included (the fallback must not
+// leave it generating), and its usage settled once: the last it
+// reported, or an estimate when the client left before it reported any.
+func (r *guardRun) attempt(ctx context.Context, req *chat.Request, p *Prompt, final bool) (ref *refusal, retry bool, err error) {
+	a, err := r.open(ctx, req, *p)
+	if err != nil {
+		return nil, false, err
+	}
+	*p = a.prompt
+	defer a.close()
+	ref, retry, err = r.read(ctx, a, final)
+	if errors.Is(err, errClientGone) && a.usage == nil {
+		r.s.estimateUsage(a.req, a.prompt, string(a.rd.gen))
+	}
+	return ref, retry, err
 }
 
 // open sends one upstream call and, on the first, starts the response:
@@ -389,7 +415,7 @@ func (r *guardRun) open(ctx context.Context, req *chat.Request, p Prompt) (*upst
 	if err != nil {
 		return nil, err
 	}
-	a := &upstreamAnswer{req: req, prompt: p, resp: resp, rd: answerReader{guard: true}}
+	a := &upstreamAnswer{req: req, prompt: p, resp: resp, rd: answerReader{guard: true}, s: r.s}
 	if resp.Events == nil {
 		a.closed = true
 		err := invalidResponse(nil, "the upstream answered a stream request without a stream")
@@ -440,8 +466,7 @@ func (r *guardRun) read(ctx context.Context, a *upstreamAnswer, final bool) (ref
 		case StepText:
 			err = r.text(st)
 		case StepUsage:
-			a.usageSeen = true
-			r.s.addUsage(st.Usage, a.prompt)
+			a.usage = st.Usage
 		case StepCall:
 			ref, done, err = r.onCall(ctx, a, *st.Call, final)
 		case StepLeaked:
@@ -511,8 +536,15 @@ func (r *guardRun) onLeak(ctx context.Context, a *upstreamAnswer, lc *deepseek.L
 // back goes out, a call the finish completed is judged, and otherwise the
 // one finish chunk is written.
 func (r *guardRun) onFinish(ctx context.Context, a *upstreamAnswer, st Step, final bool) (ref *refusal, retry, done bool, err error) {
-	if st.Reason == FinishInsufficientResource && st.Bare && r.s.transientFinish(ctx) {
-		return nil, true, false, nil
+	if st.Reason == FinishInsufficientResource {
+		// Retried unseen only when nothing but text was said; passed on
+		// (and counted) otherwise.
+		if st.Bare && r.s.transientFinish(ctx) {
+			return nil, true, false, nil
+		}
+		if !st.Bare {
+			r.s.passedOn(ctx)
+		}
 	}
 	if st.Content != nil {
 		if err := r.writeContent(*st.Content); err != nil {
@@ -548,6 +580,7 @@ func (r *guardRun) onEnd(ctx context.Context, a *upstreamAnswer, st Step) (*refu
 		r.s.failed(ErrTruncated)
 		return nil, false, ErrTruncated
 	}
+	a.settle() // the usage chunk the client gets sums this answer's too
 	return nil, false, r.closeStream()
 }
 
@@ -569,7 +602,7 @@ func (r *guardRun) decide(ctx context.Context, a *upstreamAnswer, tc chat.ToolCa
 	}
 	r.trace(ctx, metrics.Trace{Kind: metrics.TraceToolCall, Tool: tc.Function.Name, ToolCallID: tc.ID, Verdict: string(j.Verdict)})
 	r.g.cfg.Metrics.ToolCallJudged(string(j.Verdict))
-	if !a.usageSeen {
+	if a.usage == nil {
 		r.s.estimateUsage(a.req, a.prompt, string(a.rd.gen)+tc.Function.Name+tc.Function.Arguments)
 	}
 	if j.Verdict != tools.VerdictForward {

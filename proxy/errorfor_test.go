@@ -42,9 +42,9 @@ func TestErrorFor(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			e := errorFor(tt.err)
+			e := protocol.Classify(tt.err).Error
 			if e.Status != tt.status || e.Type != tt.typ || e.Code != tt.code {
-				t.Errorf("errorFor = {%d %q %v}, want {%d %q %v}", e.Status, e.Type, e.Code, tt.status, tt.typ, tt.code)
+				t.Errorf("Classify(err).Error = {%d %q %v}, want {%d %q %v}", e.Status, e.Type, e.Code, tt.status, tt.typ, tt.code)
 			}
 			if e.Message == "" || e.Message == tt.err.Error() && tt.status == 500 {
 				t.Errorf("message = %q, want a message that reveals nothing internal", e.Message)

@@ -19,10 +19,6 @@ var (
 // statusClientClosed is the status logged for a client that went away.
 const statusClientClosed = protocol.StatusClientClosed
 
-// errorFor is the OpenAI-style error the client sees for err, as the one
-// failure table (protocol.Classify) decides it.
-func errorFor(err error) *chat.Error { return protocol.Classify(err).Error }
-
 func formatBytes(n int64) string { return protocol.FormatBytes(n) }
 
 // writeError writes f before anything else was written: an upstream

@@ -1076,3 +1076,50 @@ func gathered(tb testing.TB, g prometheus.Gatherer, name, label, value string) f
 	}
 	return sum
 }
+
+// TestTwoStageE2EFallbackClosesUpstream: a guard that fails before it
+// decided the answer it is reading closes that answer (the model stops
+// generating) before the standard protocol asks again, and the fallback is
+// counted.
+func TestTwoStageE2EFallbackClosesUpstream(t *testing.T) {
+	t.Parallel()
+	// The answer ends transiently, then holds its connection open: only
+	// the gateway closing it ends it.
+	held := sim.NewStream(tsModel).Role().Finish("insufficient_system_resource").Delay(wait).Done().Reply()
+	good := sim.NewStream(tsModel).Role().Content("fallback answer").Finish("stop").Done().Reply()
+	// The standard protocol's call is answered only once the guard's was
+	// closed: left open, it would go on generating beside it.
+	var up *proxytest.Upstream
+	calls := 0
+	var mu sync.Mutex
+	up, usrv := proxytest.NewServer(t, func(proxytest.Received) sim.Reply {
+		mu.Lock()
+		calls++
+		n := calls
+		mu.Unlock()
+		if n == 1 {
+			return held
+		}
+		select {
+		case <-up.Cancelled():
+			return good
+		case <-time.After(wait / 2):
+			return sim.Error(http.StatusConflict, "the guard's answer is still open", "test", "still_open")
+		}
+	})
+	reg := prometheus.NewRegistry()
+	m := metrics.New(reg, []string{"deepseek"})
+	cfg := proxy.Config{Providers: []proxy.Provider{{Name: "deepseek", BaseURL: usrv.URL + "/v1"}}}
+	gw := serveGateway(t, cfg, proxy.Options{DefaultProtocol: proxy.ProtocolTwoStage, Metrics: m, Gatherer: reg,
+		TwoStage: protocol.NewTwoStage(protocol.TwoStageConfig{Metrics: m}, panicTracer{on: metrics.TraceTransientFinish})})
+	resp, got := tsPost(t, gw, "/v1/chat/completions", tsBody(true, ""), nil)
+	if resp.StatusCode != http.StatusOK || resp.Header.Get("X-Phasegate-Fallback") != proxy.ProtocolTwoStage {
+		t.Fatalf("status %d, fallback %q: %s", resp.StatusCode, resp.Header.Get("X-Phasegate-Fallback"), got)
+	}
+	if n := len(up.Received()); n != 2 {
+		t.Errorf("upstream calls = %d, want 2", n)
+	}
+	if v := gathered(t, reg, "phasegate_fallbacks_total", "", ""); v != 1 {
+		t.Errorf("fallbacks = %v, want 1", v)
+	}
+}
