@@ -263,7 +263,7 @@ func (r *answerReader) guardDelta(data []byte, c *chat.Chunk, yield yieldFunc) e
 		content, reasoning := "", ""
 		if text {
 			content = *d.Content
-			if spans && !r.slow && spanIs(data, cs, content) {
+			if spans && spanIs(data, cs, content) {
 				// The bytes as they came, as the template reads them: a
 				// multi-byte character split across chunks reaches the
 				// leak scan whole, not as two replacement characters.
