@@ -78,7 +78,9 @@ func TestSmuggling(t *testing.T) {
 	}
 }
 
-func chunked(s string) string { return strconv.FormatInt(int64(len(s)), 16) + "\r\n" + s + "\r\n0\r\n\r\n" }
+func chunked(s string) string {
+	return strconv.FormatInt(int64(len(s)), 16) + "\r\n" + s + "\r\n0\r\n\r\n"
+}
 
 // rawRequest writes request on a new connection and returns the answer,
 // its body read.
