@@ -88,26 +88,18 @@ func (r *Request) decodeViews() error {
 	if !ok || isNull(raw) {
 		return InvalidRequest("messages", "missing required parameter: 'messages'")
 	}
-	var items []json.RawMessage
-	if json.Unmarshal(raw, &items) != nil {
-		return InvalidRequest("messages", "messages must be an array of message objects, not %s", jsonKind(raw))
+	// Decoded in one go; only a request that fails is looked at element by
+	// element, to say what is wrong with it.
+	r.Messages = nil
+	if err := json.Unmarshal(raw, &r.Messages); err != nil {
+		return elementsError("messages", "message", raw, err)
 	}
-	if len(items) == 0 {
+	if len(r.Messages) == 0 {
 		return InvalidRequest("messages", "messages must contain at least one message")
 	}
-	r.Messages = make([]Message, len(items))
-	for i, item := range items {
-		param := fmt.Sprintf("messages[%d]", i)
-		if isNull(item) {
-			return InvalidRequest(param+".role", "%s has no role: every message needs one (system, user, assistant or tool)", param)
-		}
-		if item[0] != '{' {
-			return InvalidRequest(param, "%s must be a message object, not %s", param, jsonKind(item))
-		}
-		if err := json.Unmarshal(item, &r.Messages[i]); err != nil {
-			return typeError(param, err)
-		}
-		if r.Messages[i].Role == "" {
+	for i, m := range r.Messages {
+		if m.Role == "" {
+			param := fmt.Sprintf("messages[%d]", i)
 			return InvalidRequest(param+".role", "%s has no role: every message needs one (system, user, assistant or tool)", param)
 		}
 	}
@@ -116,20 +108,38 @@ func (r *Request) decodeViews() error {
 	if !ok || isNull(raw) {
 		return nil
 	}
-	if json.Unmarshal(raw, &items) != nil {
-		return InvalidRequest("tools", "tools must be an array of tool objects, not %s", jsonKind(raw))
+	if err := json.Unmarshal(raw, &r.Tools); err != nil {
+		return elementsError("tools", "tool", raw, err)
 	}
-	r.Tools = make([]Tool, len(items))
+	return nil
+}
+
+// elementsError says what is wrong with the array of objects at key (the
+// messages, the tools), of which each element is a what, given the error
+// decoding it: the array itself, or the first element that is not an
+// object or holds a value of the wrong kind.
+func elementsError(key, what string, raw json.RawMessage, err error) *Error {
+	var items []json.RawMessage
+	if json.Unmarshal(raw, &items) != nil {
+		return InvalidRequest(key, "%s must be an array of %s objects, not %s", key, what, jsonKind(raw))
+	}
 	for i, item := range items {
-		param := fmt.Sprintf("tools[%d]", i)
-		if len(item) == 0 || item[0] != '{' {
-			return InvalidRequest(param, "%s must be a tool object, not %s", param, jsonKind(item))
+		param := fmt.Sprintf("%s[%d]", key, i)
+		if isNull(item) && what == "message" {
+			return InvalidRequest(param+".role", "%s has no role: every message needs one (system, user, assistant or tool)", param)
 		}
-		if err := json.Unmarshal(item, &r.Tools[i]); err != nil {
+		if item[0] != '{' {
+			return InvalidRequest(param, "%s must be a %s object, not %s", param, what, jsonKind(item))
+		}
+		var v any = &Message{}
+		if what == "tool" {
+			v = &Tool{}
+		}
+		if err := json.Unmarshal(item, v); err != nil {
 			return typeError(param, err)
 		}
 	}
-	return nil
+	return typeError(key, err)
 }
 
 // decodeScalars refreshes the views of the scalar fields.
