@@ -568,7 +568,9 @@ func printHelp(w io.Writer, cmd command, fs *flag.FlagSet) {
 	line("version", "", "print the version, commit and Go version, and exit", "", "")
 	for _, s := range settings {
 		def := s.def
-		if s.kind == kindDuration || s.kind == kindString || s.kind == kindURL || s.kind == kindAddr || s.kind == kindChoice {
+		// Quoted as flag.PrintDefaults quotes a string's default; numbers,
+		// durations and booleans bare.
+		if s.kind == kindString || s.kind == kindURL || s.kind == kindAddr || s.kind == kindChoice {
 			if def != "" {
 				def = strconv.Quote(def)
 			}

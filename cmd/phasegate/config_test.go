@@ -289,7 +289,8 @@ func TestHelp(t *testing.T) {
 		"\n  --log-level string\n",
 		"\n  --version\n",
 		"(default 3)",
-		`(default "2m0s")`,
+		"(default 2m0s)",
+		`(default "two-stage")`,
 	} {
 		if !strings.Contains(help, want) {
 			t.Errorf("help lacks %q", want)
