@@ -412,18 +412,24 @@ func TestDeepSeekGolden(t *testing.T) {
 	}
 }
 
-// dsVisible is the content without the guard's notices.
+// dsVisible is the content without the guard's notices: each a paragraph
+// "**System Notice**: …\n\n", after "\n\n" unless it follows another.
 func dsVisible(content string) string {
+	const mark = "**System Notice**: "
 	for {
-		i := strings.Index(content, "\n\n**System Notice**: ")
+		i := strings.Index(content, mark)
 		if i < 0 {
 			return content
 		}
-		j := strings.Index(content[i+len("\n\n**System Notice**: "):], "\n\n")
+		j := strings.Index(content[i+len(mark):], "\n\n")
 		if j < 0 {
 			return content
 		}
-		content = content[:i] + content[i+len("\n\n**System Notice**: ")+j+2:]
+		start := i
+		if strings.HasSuffix(content[:i], "\n\n") {
+			start -= 2
+		}
+		content = content[:start] + content[i+len(mark)+j+2:]
 	}
 }
 

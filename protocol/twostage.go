@@ -120,17 +120,19 @@ type guardRun struct {
 	// for its next upstream call: the assistant text of a refused answer,
 	// then the notice.
 	extra []chat.Message
-	// held are notice texts for the client from before the response
+	// held are notice lines for the client from before the response
 	// started (the cycle-budget notice precedes the only upstream call):
 	// an upstream error must still get a real status.
 	held []string
 
-	header     chat.ChunkHeader
-	roleSent   bool
-	forwarded  bool // a tool call went to the client
-	phase      Phase
-	phaseIndex int
-	ext        []byte
+	header    chat.ChunkHeader
+	roleSent  bool
+	forwarded bool // a tool call went to the client
+	// afterNotice is whether the last content the client got was a notice.
+	afterNotice bool
+	phase       Phase
+	phaseIndex  int
+	ext         []byte
 }
 
 func (g *TwoStage) newRun(x *Exchange, yield func(Event, error) bool) *guardRun {
@@ -200,7 +202,7 @@ func (r *guardRun) serve(ctx context.Context) error {
 	r.traceResults(ctx)
 	b := r.budget()
 	if b.Executions >= b.MaxExecutions {
-		return r.exhausted(ctx, "MAX_PHASE_CYCLES", tools.CycleBudgetNotice(b))
+		return r.exhausted(ctx, "MAX_PHASE_CYCLES", tools.CycleBudgetNotice(b), tools.ShownCycleBudget(b))
 	}
 	for {
 		ref, err := r.call(ctx, false)
@@ -218,11 +220,12 @@ func (r *guardRun) serve(ctx context.Context) error {
 		if ref.assistant != nil {
 			r.extra = append(r.extra, *ref.assistant)
 		}
-		if err := r.notice(tools.Notice(ref.judgement, b)); err != nil {
+		if err := r.notice(tools.Notice(ref.judgement, b), tools.Shown(ref.judgement, b)); err != nil {
 			return err
 		}
 		if r.refused >= r.maxRefusals {
-			return r.exhausted(ctx, "MAX_DUPLICATE_ATTEMPTS", tools.DuplicateExceededNotice(b))
+			// The refusal's own line told the client the budget is spent.
+			return r.exhausted(ctx, "MAX_DUPLICATE_ATTEMPTS", tools.DuplicateExceededNotice(b), "")
 		}
 	}
 }
@@ -257,30 +260,47 @@ func (r *guardRun) traceResults(ctx context.Context) {
 
 // exhausted applies a spent budget: the final instruction, then exactly
 // one final call with no tools.
-func (r *guardRun) exhausted(ctx context.Context, budget, text string) error {
+func (r *guardRun) exhausted(ctx context.Context, budget, text, shown string) error {
 	r.trace(ctx, metrics.Trace{Kind: metrics.TraceBudgetExhausted, Reason: budget})
 	r.g.cfg.Metrics.BudgetExhausted(budget)
-	if err := r.notice(text); err != nil {
+	if err := r.notice(text, shown); err != nil {
 		return err
 	}
 	_, err := r.call(ctx, true)
 	return err
 }
 
-// notice appends a system notice for the model and shows it to the client.
-func (r *guardRun) notice(text string) error {
+// notice appends the full notice text for the model and shows the client
+// its one line, shown ("" shows nothing).
+func (r *guardRun) notice(text, shown string) error {
 	r.extra = append(r.extra, chat.NewMessage(chat.RoleSystem, text))
-	if r.g.cfg.HideNotices {
+	if r.g.cfg.HideNotices || shown == "" {
 		return nil
 	}
 	if !r.s.started {
-		r.held = append(r.held, text)
+		r.held = append(r.held, shown)
 		return nil
 	}
-	return r.writeContent(noticeText(text))
+	return r.writeNotice(shown)
 }
 
-func noticeText(text string) string { return "\n\n**System Notice**: " + text + "\n\n" }
+// writeNotice shows the client a notice line as a paragraph of its own;
+// lines that follow each other are one paragraph apart, not two.
+func (r *guardRun) writeNotice(shown string) error {
+	after := r.afterNotice
+	if err := r.writeContent(noticeText(shown, after)); err != nil {
+		return err
+	}
+	r.afterNotice = true
+	return nil
+}
+
+func noticeText(text string, afterNotice bool) string {
+	if afterNotice {
+		return "**System Notice**: " + text + "\n\n"
+	}
+	return "\n\n**System Notice**: " + text + "\n\n"
+}
 
 // upstreamRequest builds the request of one internal call and counts it:
 // the client's request as the proxy fitted it, made to stream with usage,
@@ -430,7 +450,7 @@ func (r *guardRun) open(ctx context.Context, req *chat.Request, p Prompt) (*upst
 		return nil, err
 	}
 	for _, text := range r.held {
-		if err := r.writeContent(noticeText(text)); err != nil {
+		if err := r.writeNotice(text); err != nil {
 			a.close()
 			return nil, err
 		}
@@ -487,7 +507,7 @@ func (r *guardRun) read(ctx context.Context, a *upstreamAnswer, final bool) (ref
 // when the reader allows, else rebuilt from what the leak scan let through.
 func (r *guardRun) text(st Step) error {
 	if st.Raw {
-		r.roleSent = true
+		r.roleSent, r.afterNotice = true, false
 		return r.s.emit(Event{Kind: KindChunk, Data: st.Data, Ext: r.ext})
 	}
 	return r.writeDelta(chat.OutDelta{Content: st.Content, ReasoningContent: st.Reasoning})
@@ -522,7 +542,7 @@ func (r *guardRun) onLeak(ctx context.Context, a *upstreamAnswer, lc *deepseek.L
 	outcome := "recovered"
 	if lc.Err != nil {
 		outcome = "malformed"
-		pre = &tools.Judgement{Verdict: tools.VerdictMalformed,
+		pre = &tools.Judgement{Verdict: tools.VerdictMalformed, Tool: tc.Function.Name,
 			Reason: "A tool call was written into the content as text and could not be read: " + lc.Err.Error() + "."}
 	}
 	r.trace(ctx, metrics.Trace{Kind: metrics.TraceLeakedToolCall, Tool: tc.Function.Name, Verdict: outcome})
@@ -697,6 +717,7 @@ func (r *guardRun) writeContent(text string) error {
 }
 
 func (r *guardRun) writeDelta(d chat.OutDelta) error {
+	r.afterNotice = false
 	if !r.roleSent {
 		d.Role, r.roleSent = chat.RoleAssistant, true
 	}

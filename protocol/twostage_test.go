@@ -720,9 +720,12 @@ func TestTwoStageRefusesAndReasks(t *testing.T) {
 		bad     *sim.Stream
 		// call is the refused call, to compute the notice of verdicts
 		// whose text comes from the policy.
-		call          chat.ToolCall
-		verdict       tools.Verdict
-		wantNotice    string // "" means tools.Notice of the policy's judgement
+		call       chat.ToolCall
+		verdict    tools.Verdict
+		wantNotice string // "" means tools.Notice of the policy's judgement
+		// wantShown is the client's line; "" means tools.Shown of the
+		// policy's judgement.
+		wantShown     string
 		wantTrace     metrics.TraceKind
 		wantAssistant *sentMessage
 	}{
@@ -732,6 +735,7 @@ func TestTwoStageRefusesAndReasks(t *testing.T) {
 			bad:        stream().Role().ToolCall(0, "call_2", "read_file", `{ "path" :`, ` "a.go" }`).Finish("tool_calls").Done(),
 			verdict:    tools.VerdictDuplicate,
 			wantNotice: duplicateNotice(1, 3, 2, 3),
+			wantShown:  `refused "read_file": it already ran with the same arguments in this turn (2 of 3 refusals left).`,
 			wantTrace:  metrics.TraceDuplicateToolCall,
 		},
 		{
@@ -740,6 +744,7 @@ func TestTwoStageRefusesAndReasks(t *testing.T) {
 			bad:           stream().Role().Content("Writing again.").ToolCall(0, "call_3", "write_file", `{"text":"t","path":"x"}`).Finish("tool_calls").Done(),
 			verdict:       tools.VerdictDuplicate,
 			wantNotice:    duplicateNotice(2, 3, 2, 3),
+			wantShown:     `refused "write_file": it already ran with the same arguments in this turn (2 of 3 refusals left).`,
 			wantTrace:     metrics.TraceDuplicateToolCall,
 			wantAssistant: &sentMessage{Role: "assistant", Content: "Writing again."},
 		},
@@ -749,6 +754,7 @@ func TestTwoStageRefusesAndReasks(t *testing.T) {
 			bad:        stream().Role().ToolCall(0, "call_2", "list_dir").Finish("tool_calls").Done(),
 			verdict:    tools.VerdictDuplicate,
 			wantNotice: duplicateNotice(1, 3, 2, 3),
+			wantShown:  `refused "list_dir": it already ran with the same arguments in this turn (2 of 3 refusals left).`,
 			wantTrace:  metrics.TraceDuplicateToolCall,
 		},
 		{
@@ -757,6 +763,7 @@ func TestTwoStageRefusesAndReasks(t *testing.T) {
 			bad:       stream().Role().ToolCall(0, "call_1", "read_file", `{"path": "a.go"`).ToolCall(1, "call_2", "list_dir").Finish("tool_calls").Done(),
 			call:      chat.ToolCall{ID: "call_1", Type: "function", Function: chat.FunctionCall{Name: "read_file", Arguments: `{"path": "a.go"`}},
 			verdict:   tools.VerdictMalformed,
+			wantShown: `refused "read_file": its arguments are not one complete JSON object (2 of 3 refusals left).`,
 			wantTrace: metrics.TraceToolCallRefused,
 		},
 		{
@@ -807,6 +814,7 @@ func TestTwoStageRefusesAndReasks(t *testing.T) {
 				a := read(t, res)
 
 				notice := tt.wantNotice
+				line := tt.wantShown
 				if notice == "" {
 					var allow []string
 					if tt.limits.Plan {
@@ -816,7 +824,11 @@ func TestTwoStageRefusesAndReasks(t *testing.T) {
 					if j.Verdict != tt.verdict {
 						t.Fatalf("test setup: the policy judges %+v as %q, want %q", tt.call, j.Verdict, tt.verdict)
 					}
-					notice = tools.Notice(j, tools.Budget{Executions: tools.NewLedger("proj-1", req.Messages).CycleIndex(), MaxExecutions: 3, Refused: 1, MaxRefused: 3})
+					b := tools.Budget{Executions: tools.NewLedger("proj-1", req.Messages).CycleIndex(), MaxExecutions: 3, Refused: 1, MaxRefused: 3}
+					notice = tools.Notice(j, b)
+					if line == "" {
+						line = tools.Shown(j, b)
+					}
 				}
 
 				sent := u.sent()
@@ -838,7 +850,7 @@ func TestTwoStageRefusesAndReasks(t *testing.T) {
 					t.Errorf("messages appended to the re-ask (-want +got):\n%s", diff)
 				}
 
-				wantContent := shown(notice) + "Done."
+				wantContent := shown(line) + "Done."
 				if tt.cfg.HideNotices {
 					wantContent = "Done."
 				}
@@ -892,7 +904,7 @@ func TestTwoStageRefusalKeepsReasoning(t *testing.T) {
 	if got, want := a.reasoning, "I should read a.go again.Use the result."; got != want {
 		t.Errorf("client reasoning = %q, want %q", got, want)
 	}
-	if got, want := a.content, "Reading again."+shown(duplicateNotice(1, 3, 2, 3))+"Done."; got != want {
+	if got, want := a.content, "Reading again."+shown(`refused "read_file": it already ran with the same arguments in this turn (2 of 3 refusals left).`)+"Done."; got != want {
 		t.Errorf("client content = %q, want %q", got, want)
 	}
 }
@@ -978,11 +990,20 @@ func TestTwoStageRefusalBudget(t *testing.T) {
 				if got := a.finish(); got != chat.FinishStop {
 					t.Errorf("finish = %q, want stop", got)
 				}
-				if !strings.HasSuffix(a.content, shown(wantFinal)+"Final answer.") {
-					t.Errorf("client content = %q, want it to end with the final notice and the answer", a.content)
+				// The client sees one line per refusal, the last saying the
+				// budget is spent, and not the final instruction again.
+				wantEnd := fmt.Sprintf(". No refusals left (%d of %d used): the model answers now, without tools.\n\nFinal answer.", tt.wantMax, tt.wantMax)
+				if !strings.HasSuffix(a.content, wantEnd) {
+					t.Errorf("client content = %q, want it to end with %q", a.content, wantEnd)
 				}
-				if got := strings.Count(a.content, "**System Notice**"); got != tt.wantMax+1 {
-					t.Errorf("notices shown = %d, want %d", got, tt.wantMax+1)
+				if got := strings.Count(a.content, "**System Notice**: refused "); got != tt.wantMax {
+					t.Errorf("refusals shown = %d in %q, want %d", got, a.content, tt.wantMax)
+				}
+				if got := strings.Count(a.content, "**System Notice**"); got != tt.wantMax {
+					t.Errorf("notices shown = %d, want %d (one per refusal)", got, tt.wantMax)
+				}
+				if strings.Contains(a.content, "\n\n\n") || strings.Contains(a.content, "Do NOT") {
+					t.Errorf("client content = %q, want one line per decision, no stacked blank lines, no instruction to the model", a.content)
 				}
 				u.checkClosed(t)
 				if evs := tr.kinds(metrics.TraceBudgetExhausted); len(evs) != 1 || evs[0].Reason != "MAX_DUPLICATE_ATTEMPTS" {
@@ -1006,13 +1027,18 @@ func TestTwoStageCycleBudget(t *testing.T) {
 		limits    protocol.Limits
 		up        *sim.Stream
 		wantFinal string // "" means a normal call, with tools
+		wantShown string // the client's line
 	}{
-		{name: "three executed calls", history: history(three...), up: answer, wantFinal: cycleNotice(3, 3, 3, 3)},
-		{name: "the final answer still calls a tool", history: history(three...), up: stubborn, wantFinal: cycleNotice(3, 3, 3, 3)},
+		{name: "three executed calls", history: history(three...), up: answer, wantFinal: cycleNotice(3, 3, 3, 3),
+			wantShown: "tool runs of this turn used up (3 of 3): the model answers now, without tools."},
+		{name: "the final answer still calls a tool", history: history(three...), up: stubborn, wantFinal: cycleNotice(3, 3, 3, 3),
+			wantShown: "tool runs of this turn used up (3 of 3): the model answers now, without tools."},
 		{name: "a request header lowers the budget", history: history(ran("c1", "read_file", `{"path":"a.go"}`)),
-			limits: protocol.Limits{MaxPhaseCycles: 1}, up: answer, wantFinal: cycleNotice(1, 1, 3, 3)},
+			limits: protocol.Limits{MaxPhaseCycles: 1}, up: answer, wantFinal: cycleNotice(1, 1, 3, 3),
+			wantShown: "tool runs of this turn used up (1 of 1): the model answers now, without tools."},
 		{name: "a request header cannot raise it", history: history(ran("c1", "read_file", `{"path":"a.go"}`), ran("c2", "list_dir", "")),
-			cfg: protocol.TwoStageConfig{MaxPhaseCycles: 2}, limits: protocol.Limits{MaxPhaseCycles: 9}, up: answer, wantFinal: cycleNotice(2, 2, 3, 3)},
+			cfg: protocol.TwoStageConfig{MaxPhaseCycles: 2}, limits: protocol.Limits{MaxPhaseCycles: 9}, up: answer, wantFinal: cycleNotice(2, 2, 3, 3),
+			wantShown: "tool runs of this turn used up (2 of 2): the model answers now, without tools."},
 		{name: "calls of an earlier turn do not count", history: history(append(three, msg("assistant", "Done."), msg("user", "And b.go?"))...), up: answer},
 		{name: "a call without a tool result was not executed", history: history(three[0], three[1], ran("c3", "list_dir", `{}`)[0]), up: answer},
 	}
@@ -1048,7 +1074,7 @@ func TestTwoStageCycleBudget(t *testing.T) {
 				if diff := cmp.Diff(want, raws(sent[0].Messages)); diff != "" {
 					t.Errorf("final call's messages (-want +got):\n%s", diff)
 				}
-				if got, want := a.content, shown(tt.wantFinal)+"From the results: done."; got != want {
+				if got, want := a.content, shown(tt.wantShown)+"From the results: done."; got != want {
 					t.Errorf("client content = %q, want %q", got, want)
 				}
 				if len(a.calls) != 0 {

@@ -50,9 +50,11 @@ func TestGatewayErrors(t *testing.T) {
 		wantParam any
 	}{
 		{name: "invalid JSON", path: "/v1/chat/completions", body: `not json`, status: 400, wantType: "invalid_request_error"},
+		{name: "invalid JSON in messages", path: "/v1/chat/completions", body: `{"model":"m","messages":[{"role":"user",}]}`, status: 400, wantType: "invalid_request_error"},
+		{name: "messages a string", path: "/v1/chat/completions", body: `{"model":"m","messages":"hi"}`, status: 400, wantType: "invalid_request_error", wantParam: "messages"},
 		{name: "not an object", path: "/v1/chat/completions", body: `[1,2]`, status: 400, wantType: "invalid_request_error"},
 		{name: "trailing data", path: "/v1/chat/completions", body: chatBody(false) + `{}`, status: 400, wantType: "invalid_request_error"},
-		{name: "empty body", path: "/v1/chat/completions", body: ``, status: 400, wantType: "invalid_request_error"},
+		{name: "empty body", path: "/v1/chat/completions", body: ``, status: 400, wantType: "invalid_request_error", wantParam: "model"},
 		{name: "missing model", path: "/v1/chat/completions", body: `{"messages":[{"role":"user","content":"hi"}]}`, status: 400, wantType: "invalid_request_error", wantParam: "model"},
 		{name: "empty model", path: "/v1/chat/completions", body: `{"model":"","messages":[{"role":"user","content":"hi"}]}`, status: 400, wantType: "invalid_request_error", wantParam: "model"},
 		{name: "model not a string", path: "/v1/chat/completions", body: `{"model":7,"messages":[{"role":"user","content":"hi"}]}`, status: 400, wantType: "invalid_request_error", wantParam: "model"},

@@ -143,14 +143,21 @@ func (h *Handler) routes() *gin.Engine {
 	e := gin.New()
 	e.HandleMethodNotAllowed = true
 	e.ContextWithFallback = true
+	// gin would answer a path with a trailing slash with a redirect (307
+	// for POST), which many clients do not follow. The chat and models
+	// routes are served with and without it; any other path is matched as
+	// it came.
+	e.RedirectTrailingSlash = false
 	e.Use(h.requestID, h.recover)
-	e.POST("/v1/chat/completions", h.authorize, func(c *gin.Context) { h.serveChat(c.Writer, c.Request, h.deflt) })
-	e.POST("/standard/v1/chat/completions", h.authorize, func(c *gin.Context) { h.serveChat(c.Writer, c.Request, ProtocolStandard) })
-	e.POST("/two-stage/v1/chat/completions", h.authorize, func(c *gin.Context) { h.serveChat(c.Writer, c.Request, ProtocolTwoStage) })
-	// An SDK pointed at a protocol route asks that route for its models
-	// and other endpoints too.
-	for _, prefix := range []string{"", "/standard", "/two-stage"} {
-		e.GET(prefix+"/v1/models", h.authorize, func(c *gin.Context) { h.serveModels(c.Writer, c.Request) })
+	for _, slash := range []string{"", "/"} {
+		e.POST("/v1/chat/completions"+slash, h.authorize, func(c *gin.Context) { h.serveChat(c.Writer, c.Request, h.deflt) })
+		e.POST("/standard/v1/chat/completions"+slash, h.authorize, func(c *gin.Context) { h.serveChat(c.Writer, c.Request, ProtocolStandard) })
+		e.POST("/two-stage/v1/chat/completions"+slash, h.authorize, func(c *gin.Context) { h.serveChat(c.Writer, c.Request, ProtocolTwoStage) })
+		// An SDK pointed at a protocol route asks that route for its
+		// models and other endpoints too.
+		for _, prefix := range []string{"", "/standard", "/two-stage"} {
+			e.GET(prefix+"/v1/models"+slash, h.authorize, func(c *gin.Context) { h.serveModels(c.Writer, c.Request) })
+		}
 	}
 	e.GET("/metrics", gin.WrapH(promhttp.HandlerFor(h.gatherer, promhttp.HandlerOpts{})))
 	e.GET("/healthz", func(c *gin.Context) { c.JSON(http.StatusOK, gin.H{"status": "ok"}) })
@@ -390,7 +397,7 @@ func (c *chatRequest) serve(ctx context.Context) metrics.Outcome {
 		status, err = h.pump(ctx, h.standard, c.x, c.w, out, c.reasoning)
 	}
 	if err == nil {
-		c.log.Info("request served", "status", status, "duration", time.Since(c.start))
+		c.log.Info("request served", "status", status, "duration_ms", millis(time.Since(c.start)))
 		return metrics.OutcomeOK
 	}
 	if !out.committed() {
@@ -416,7 +423,7 @@ func (c *chatRequest) fail(err error) metrics.Outcome {
 	if status == statusClientClosed || status < 500 {
 		level = slog.LevelInfo
 	}
-	c.log.Log(context.Background(), level, "request failed", "status", status, "error", err, "duration", time.Since(c.start))
+	c.log.Log(context.Background(), level, "request failed", "status", status, "error", err, "duration_ms", millis(time.Since(c.start)))
 	writeError(c.w, f)
 	return f.Outcome
 }
@@ -512,3 +519,7 @@ func forwardHeader(in http.Header) http.Header {
 	h.Del("Host")
 	return h
 }
+
+// millis is d in milliseconds, to the microsecond: durations are logged
+// with the unit in the key (duration_ms), never as bare nanoseconds.
+func millis(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }

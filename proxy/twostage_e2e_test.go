@@ -968,7 +968,7 @@ func TestTwoStageE2EPlanMode(t *testing.T) {
 	if len(turn.calls) != 1 || turn.calls[0].Function.Name != "read_file" {
 		t.Fatalf("tool calls = %+v, want only the allowed read_file", turn.calls)
 	}
-	if !strings.Contains(turn.content, `"write_file" is not allowed in plan mode`) {
+	if !strings.Contains(turn.content, `refused "write_file": plan mode does not allow it`) {
 		t.Errorf("content = %q, want the not-allowed notice", turn.content)
 	}
 	for i, r := range up.Received() {

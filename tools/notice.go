@@ -57,6 +57,48 @@ func Notice(j Judgement, b Budget) string {
 	return j.Reason + " " + do + b.suffix(string(j.Verdict))
 }
 
+// Shown returns the line a person reading the client's output is shown
+// for a refused call, where the model gets Notice's full instruction: what
+// was refused and why, and the refusals left; when none is left, that the
+// model now answers without tools (no second line follows for that). It
+// returns "" for VerdictForward.
+func Shown(j Judgement, b Budget) string {
+	var why string
+	switch j.Verdict {
+	case VerdictForward:
+		return ""
+	case VerdictDuplicate:
+		why = "it already ran with the same arguments in this turn"
+	case VerdictMalformed:
+		why = "its arguments are not one complete JSON object"
+	case VerdictUndeclared:
+		why = "this request declares no such tool"
+	case VerdictNoProgress:
+		why = "its last two identical runs gave the same result"
+	case VerdictNotAllowed:
+		why = "plan mode does not allow it"
+	case VerdictSchemaInvalid:
+		why = "its arguments do not match the tool's parameters"
+	default:
+		why = string(j.Verdict)
+	}
+	line := "refused a tool call: " + why
+	if j.Tool != "" {
+		line = fmt.Sprintf("refused %s: %s", QuoteName(j.Tool), why)
+	}
+	if left := b.RefusalsLeft(); left > 0 {
+		return fmt.Sprintf("%s (%d of %d refusals left).", line, left, b.MaxRefused)
+	}
+	return fmt.Sprintf("%s. No refusals left (%d of %d used): the model answers now, without tools.", line, b.MaxRefused, b.MaxRefused)
+}
+
+// ShownCycleBudget returns the line the client is shown when the turn has
+// used its MAX_PHASE_CYCLES tool executions, where the model gets
+// CycleBudgetNotice.
+func ShownCycleBudget(b Budget) string {
+	return fmt.Sprintf("tool runs of this turn used up (%d of %d): the model answers now, without tools.", b.Executions, b.MaxExecutions)
+}
+
 // CycleBudgetNotice returns the final instruction injected when the turn
 // has used its MAX_PHASE_CYCLES tool executions (b.MaxExecutions).
 func CycleBudgetNotice(b Budget) string {

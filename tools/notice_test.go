@@ -97,6 +97,55 @@ func TestNotice(t *testing.T) {
 	}
 }
 
+// TestShown checks the line a person reading the client's output gets for
+// each decision: what was refused and why, and the budget left, in one
+// short line with no instruction meant for the model.
+func TestShown(t *testing.T) {
+	ledger := NewLedger("proj", history(t, `[
+		{"role":"user","content":"go"},
+		{"role":"assistant","content":null,"tool_calls":[{"id":"c1","type":"function","function":{"name":"read_file","arguments":"{\"path\":\"a.txt\"}"}}]},
+		{"role":"tool","tool_call_id":"c1","content":"text of a"}
+	]`))
+	judge := func(allow []string, name, args string) Judgement {
+		return NewPolicy(testTools(), allow, ledger).Judge(toolCall("x", name, args))
+	}
+	two := Budget{Executions: 1, MaxExecutions: 3, Refused: 1, MaxRefused: 3}
+	spent := Budget{Executions: 1, MaxExecutions: 3, Refused: 3, MaxRefused: 3}
+	tests := []struct {
+		name string
+		got  string
+		want string
+	}{
+		{name: "forward shows nothing", got: Shown(judge(nil, "read_file", `{"path":"b"}`), two), want: ""},
+		{name: "duplicate", got: Shown(judge(nil, "read_file", `{"path":"a.txt"}`), two),
+			want: `refused "read_file": it already ran with the same arguments in this turn (2 of 3 refusals left).`},
+		{name: "malformed", got: Shown(judge(nil, "read_file", `{"path":"secret`), two),
+			want: `refused "read_file": its arguments are not one complete JSON object (2 of 3 refusals left).`},
+		{name: "undeclared", got: Shown(judge(nil, "rm", `{}`), two),
+			want: `refused "rm": this request declares no such tool (2 of 3 refusals left).`},
+		{name: "not allowed", got: Shown(judge([]string{"read_file"}, "write_file", `{}`), two),
+			want: `refused "write_file": plan mode does not allow it (2 of 3 refusals left).`},
+		{name: "schema invalid", got: Shown(judge(nil, "read_file", `{"limit":0}`), two),
+			want: `refused "read_file": its arguments do not match the tool's parameters (2 of 3 refusals left).`},
+		{name: "the last refusal says what follows", got: Shown(judge(nil, "read_file", `{"path":"a.txt"}`), spent),
+			want: `refused "read_file": it already ran with the same arguments in this turn. No refusals left (3 of 3 used): the model answers now, without tools.`},
+		{name: "a call without a name", got: Shown(Judgement{Verdict: VerdictMalformed}, two),
+			want: `refused a tool call: its arguments are not one complete JSON object (2 of 3 refusals left).`},
+		{name: "cycle budget", got: ShownCycleBudget(Budget{Executions: 3, MaxExecutions: 3, MaxRefused: 3}),
+			want: "tool runs of this turn used up (3 of 3): the model answers now, without tools."},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if tt.got != tt.want {
+				t.Errorf("shown:\ngot  %q\nwant %q", tt.got, tt.want)
+			}
+			if strings.Contains(tt.got, "\n") || strings.Contains(tt.got, "secret") {
+				t.Errorf("shown: got %q, want one line and no argument content", tt.got)
+			}
+		})
+	}
+}
+
 func TestQuoteNameCutsLongNames(t *testing.T) {
 	tests := []struct {
 		name string

@@ -49,6 +49,8 @@ func Verdicts() []Verdict {
 // Judgement is the Policy's decision on one call.
 type Judgement struct {
 	Verdict Verdict
+	// Tool is the name the call gave, as the model wrote it.
+	Tool string
 	// Signature is the call's signature; "" when the arguments are
 	// malformed.
 	Signature Signature
@@ -165,6 +167,12 @@ func NewPolicy(tools []chat.Tool, allow []string, ledger *Ledger) *Policy {
 //     calls the client would otherwise have received.
 //  6. forward.
 func (p *Policy) Judge(call chat.ToolCall) Judgement {
+	j := p.judge(call)
+	j.Tool = call.Function.Name
+	return j
+}
+
+func (p *Policy) judge(call chat.ToolCall) Judgement {
 	name := call.Function.Name
 	args, problem := parseArguments(call.Function.Arguments)
 	if problem != "" {

@@ -1,13 +1,17 @@
 package main
 
 import (
-	"bytes"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
+	"net"
+	"net/url"
 	"os"
-	"sort"
+	"runtime"
+	"runtime/debug"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -18,14 +22,54 @@ import (
 	"github.com/phasegate/phasegate/tokens"
 )
 
+// kind is what a setting's value must be; it decides the flag's type in
+// --help and how the value is checked.
+type kind int
+
+const (
+	kindString kind = iota
+	kindSecret
+	kindInt
+	kindDuration
+	kindBool
+	kindURL
+	kindAddr
+	kindList
+	kindChoice
+)
+
+// typeName is the flag's type as --help shows it, after the flag package's
+// own convention ("" for a boolean flag, which takes no value).
+func (k kind) typeName() string {
+	switch k {
+	case kindInt:
+		return "int"
+	case kindDuration:
+		return "duration"
+	case kindBool:
+		return ""
+	case kindURL:
+		return "url"
+	case kindAddr:
+		return "addr"
+	case kindList:
+		return "list"
+	}
+	return "string"
+}
+
 // setting is one scalar setting: its environment name, which is also its
 // flag (lower case, dashes) and its config-file key (lower case,
 // underscores).
 type setting struct {
-	env    string
-	def    string
-	help   string
-	secret bool
+	env  string
+	def  string
+	help string
+	kind kind
+	// min is the smallest whole number a kindInt setting takes.
+	min int
+	// choices are the values a kindChoice or kindList setting takes.
+	choices []string
 }
 
 func (s setting) flag() string { return strings.ToLower(strings.ReplaceAll(s.env, "_", "-")) }
@@ -33,114 +77,334 @@ func (s setting) key() string  { return strings.ToLower(s.env) }
 
 // settings lists every scalar setting, in the order --help shows them.
 var settings = []setting{
-	{env: "LISTEN_ADDR", def: ":8080", help: "address the gateway listens on"},
-	{env: "PROVIDERS", def: "", help: "providers to enable, comma-separated (deepseek, openai); empty enables each provider whose key or base URL is set, and the built-in simulated model when none is"},
-	{env: "DEEPSEEK_API_KEY", help: "DeepSeek key the gateway sends; empty passes the client's own Authorization through", secret: true},
-	{env: "DEEPSEEK_BASE_URL", def: "https://api.deepseek.com", help: "DeepSeek API root"},
-	{env: "OPENAI_API_KEY", help: "OpenAI key the gateway sends; empty passes the client's own Authorization through", secret: true},
-	{env: "OPENAI_BASE_URL", def: "https://api.openai.com/v1", help: "OpenAI (or any OpenAI-compatible) API root"},
-	{env: "TWO_STAGE_ENABLED", def: "true", help: "enable the two-stage tool-loop guard; false makes /two-stage/... answer 501 and every route pass through"},
-	{env: "DEFAULT_PROTOCOL", def: "two-stage", help: "protocol of /v1/chat/completions: two-stage or standard"},
-	{env: "MAX_PHASE_CYCLES", def: "3", help: "tool executions allowed per user turn before the final answer is forced"},
-	{env: "MAX_DUPLICATE_ATTEMPTS", def: "3", help: "refused tool calls (duplicates, malformed, undeclared, ...) allowed per request before the final answer is forced"},
-	{env: "MAX_TOOLS_PER_TOOL_PHASE", def: "1", help: "tool calls forwarded per response (only 1 is supported)"},
-	{env: "SHOW_NOTICES", def: "true", help: "show the guard's notices to the client as \"**System Notice**\" content (the model gets them either way)"},
-	{env: "REPEATABLE_TOOLS", def: "", help: "tools exempt from the duplicate rule while their results change (e.g. run_tests,git_status), comma-separated; an identical call whose last two identical calls returned the same result is refused as no progress"},
-	{env: "PLAN_TOOLS", def: "", help: "read-only tools of plan mode, comma-separated; requests with X-Phasegate-Mode: plan only see and may only call these"},
-	{env: "THINKING_REPAIR", def: "true", help: "repair requests to DeepSeek for its thinking mode: restore the reasoning_content clients drop from tool-call messages, downgrade a forced tool_choice to auto"},
-	{env: "THINKING_MEMORY_BYTES", def: strconv.Itoa(16 << 20), help: "memory bound of the reasoning_content remembered by tool call id, in bytes"},
-	{env: "THINKING_MEMORY_TTL", def: "1h", help: "how long a remembered reasoning_content is kept"},
-	{env: "CONTEXT_WINDOW", def: "0", help: "context window in tokens of every model, overriding the built-in and configured windows; 0 keeps them"},
-	{env: "HISTORY_WINDOW", def: "0", help: "keep at most the last N non-system messages of every history (whole tool-call units); 0 keeps all that fit"},
-	{env: "TOOL_RESULT_MAX_TOKENS", def: "16384", help: "when a history does not fit, tool results longer than this are shortened in the middle first; 0 never shortens"},
-	{env: "TOKEN_CACHE_BYTES", def: strconv.Itoa(tokens.DefaultCacheBytes), help: "memory bound of the token-count cache, in bytes"},
-	{env: "MAX_BODY_BYTES", def: strconv.Itoa(proxy.DefaultMaxBodyBytes), help: "largest request body accepted, in bytes"},
-	{env: "MAX_EVENT_BYTES", def: strconv.Itoa(proxy.DefaultMaxEventBytes), help: "largest upstream SSE event accepted, in bytes"},
-	{env: "UPSTREAM_CONNECT_TIMEOUT", def: proxy.DefaultTimeouts.Connect.String(), help: "bound on dialling an upstream and its TLS handshake"},
-	{env: "UPSTREAM_FIRST_BYTE_TIMEOUT", def: proxy.DefaultTimeouts.FirstByte.String(), help: "bound on the wait for an upstream's headers and first event (keep-alive comments do not count)"},
-	{env: "UPSTREAM_IDLE_TIMEOUT", def: proxy.DefaultTimeouts.Idle.String(), help: "bound on the gap between two events of an upstream stream (keep-alive comments do not reset it)"},
-	{env: "REQUEST_TIMEOUT", def: proxy.DefaultTimeouts.Request.String(), help: "bound on one whole client request"},
-	{env: "SHUTDOWN_DRAIN_DELAY", def: "5s", help: "on SIGTERM or SIGINT, how long /readyz answers 503 while the gateway still accepts and serves, so a load balancer stops sending before the listener closes; 0 closes it at once"},
-	{env: "SHUTDOWN_TIMEOUT", def: "30s", help: "how long a shutdown waits for in-flight streams, once the drain delay is over"},
-	{env: "LOG_LEVEL", def: "info", help: "debug, info, warn or error"},
+	{env: "LISTEN_ADDR", def: ":8080", kind: kindAddr, help: "address the gateway listens on: host:port, or a port alone; when unset, PORT (set by most container platforms) gives the port"},
+	{env: "PROVIDERS", kind: kindList, choices: []string{"deepseek", "openai"}, help: "providers to enable, comma-separated (deepseek, openai); empty enables each provider whose key or base URL is set, and the built-in simulated model when none is"},
+	{env: "DEEPSEEK_API_KEY", kind: kindSecret, help: "DeepSeek key the gateway sends; empty passes the client's own Authorization through"},
+	{env: "DEEPSEEK_BASE_URL", def: "https://api.deepseek.com", kind: kindURL, help: "DeepSeek API root"},
+	{env: "OPENAI_API_KEY", kind: kindSecret, help: "OpenAI key the gateway sends; empty passes the client's own Authorization through"},
+	{env: "OPENAI_BASE_URL", def: "https://api.openai.com/v1", kind: kindURL, help: "OpenAI (or any OpenAI-compatible) API root"},
+	{env: "TWO_STAGE_ENABLED", def: "true", kind: kindBool, help: "enable the two-stage tool-loop guard; false makes /two-stage/... answer 501 and every route pass through"},
+	{env: "DEFAULT_PROTOCOL", def: "two-stage", kind: kindChoice, choices: []string{"two-stage", "standard"}, help: "protocol of /v1/chat/completions: two-stage or standard"},
+	{env: "MAX_PHASE_CYCLES", def: "3", kind: kindInt, min: 1, help: "tool executions allowed per user turn before the final answer is forced"},
+	{env: "MAX_DUPLICATE_ATTEMPTS", def: "3", kind: kindInt, help: "refused tool calls (duplicates, malformed, undeclared, ...) allowed per request before the final answer is forced"},
+	{env: "MAX_TOOLS_PER_TOOL_PHASE", def: "1", kind: kindChoice, choices: []string{"1"}, help: "tool calls forwarded per response (only 1 is supported)"},
+	{env: "SHOW_NOTICES", def: "true", kind: kindBool, help: "show the client one line per guard decision, as \"**System Notice**\" content (the model gets the full notice either way)"},
+	{env: "REPEATABLE_TOOLS", kind: kindList, help: "tools exempt from the duplicate rule while their results change (e.g. run_tests,git_status), comma-separated; an identical call whose last two identical calls returned the same result is refused as no progress"},
+	{env: "PLAN_TOOLS", kind: kindList, help: "read-only tools of plan mode, comma-separated; requests with X-Phasegate-Mode: plan only see and may only call these"},
+	{env: "THINKING_REPAIR", def: "true", kind: kindBool, help: "repair requests to DeepSeek for its thinking mode: restore the reasoning_content clients drop from tool-call messages, downgrade a forced tool_choice to auto"},
+	{env: "THINKING_MEMORY_BYTES", def: strconv.Itoa(16 << 20), kind: kindInt, help: "memory bound of the reasoning_content remembered by tool call id, in bytes"},
+	{env: "THINKING_MEMORY_TTL", def: "1h", kind: kindDuration, help: "how long a remembered reasoning_content is kept"},
+	{env: "CONTEXT_WINDOW", def: "0", kind: kindInt, help: "context window in tokens of every model, overriding the built-in and configured windows; 0 keeps them"},
+	{env: "HISTORY_WINDOW", def: "0", kind: kindInt, help: "keep at most the last N non-system messages of every history (whole tool-call units); 0 keeps all that fit"},
+	{env: "TOOL_RESULT_MAX_TOKENS", def: "16384", kind: kindInt, help: "when a history does not fit, tool results longer than this are shortened in the middle first; 0 never shortens"},
+	{env: "TOKEN_CACHE_BYTES", def: strconv.Itoa(tokens.DefaultCacheBytes), kind: kindInt, help: "memory bound of the token-count cache, in bytes"},
+	{env: "MAX_BODY_BYTES", def: strconv.Itoa(proxy.DefaultMaxBodyBytes), kind: kindInt, help: "largest request body accepted, in bytes"},
+	{env: "MAX_EVENT_BYTES", def: strconv.Itoa(proxy.DefaultMaxEventBytes), kind: kindInt, help: "largest upstream SSE event accepted, in bytes"},
+	{env: "UPSTREAM_CONNECT_TIMEOUT", def: proxy.DefaultTimeouts.Connect.String(), kind: kindDuration, help: "bound on dialling an upstream and its TLS handshake"},
+	{env: "UPSTREAM_FIRST_BYTE_TIMEOUT", def: proxy.DefaultTimeouts.FirstByte.String(), kind: kindDuration, help: "bound on the wait for an upstream's headers and first event (keep-alive comments do not count)"},
+	{env: "UPSTREAM_IDLE_TIMEOUT", def: proxy.DefaultTimeouts.Idle.String(), kind: kindDuration, help: "bound on the gap between two events of an upstream stream (keep-alive comments do not reset it)"},
+	{env: "REQUEST_TIMEOUT", def: proxy.DefaultTimeouts.Request.String(), kind: kindDuration, help: "bound on one whole client request"},
+	{env: "SHUTDOWN_DRAIN_DELAY", def: "5s", kind: kindDuration, help: "on SIGTERM or SIGINT, how long /readyz answers 503 while the gateway still accepts and serves, so a load balancer stops sending before the listener closes; 0 closes it at once"},
+	{env: "SHUTDOWN_TIMEOUT", def: "30s", kind: kindDuration, help: "how long a shutdown waits for in-flight streams, once the drain delay is over"},
+	{env: "LOG_LEVEL", def: "info", kind: kindChoice, choices: []string{"debug", "info", "warn", "error"}, help: "debug, info, warn or error"},
 }
 
+// settingNamed returns the setting of an environment name.
+func settingNamed(env string) setting {
+	for _, s := range settings {
+		if s.env == env {
+			return s
+		}
+	}
+	panic("no setting " + env) // a typo in this file
+}
+
+// source is where a value came from, so that an error names the setting as
+// the user wrote it: the flag, the variable, or the file key and its line.
+type source struct {
+	from from
+	file string
+	line int
+}
+
+type from int
+
+const (
+	fromDefault from = iota
+	fromFile
+	fromEnv
+	fromFlag
+)
+
+// value is one setting's value and where it came from.
+type value struct {
+	raw string
+	src source
+}
+
+// written returns a setting with its value as the user wrote it:
+// --max-phase-cycles=-1, MAX_PHASE_CYCLES=-1, or
+// phasegate.yaml:2: max_phase_cycles: -1. A secret's value never shows.
+func (s setting) written(v value) string {
+	raw := v.raw
+	if s.kind == kindSecret {
+		raw = "[redacted]"
+	} else if raw == "" || strings.ContainsAny(raw, " \t\"'") {
+		raw = strconv.Quote(raw)
+	}
+	switch v.src.from {
+	case fromFlag:
+		return "--" + s.flag() + "=" + raw
+	case fromEnv:
+		return s.env + "=" + raw
+	case fromFile:
+		return fmt.Sprintf("%s:%d: %s: %s", v.src.file, v.src.line, s.key(), raw)
+	}
+	return fmt.Sprintf("%s (default %s)", s.env, raw)
+}
+
+// rawValue is a flag's value as given, checked later with the others so
+// that every error has the same form. It implements flag.Value.
+type rawValue struct {
+	s   setting
+	raw string
+}
+
+func (v *rawValue) String() string {
+	if v == nil {
+		return ""
+	}
+	return v.raw
+}
+func (v *rawValue) Set(s string) error { v.raw = s; return nil }
+
+// IsBoolFlag makes a boolean setting a flag without a value, after the
+// flag package's convention: --show-notices, --show-notices=false.
+func (v *rawValue) IsBoolFlag() bool { return v.s.kind == kindBool }
+
 // fileConfig is the config file: every scalar setting under its key, plus
-// the structured settings.
+// the structured settings, each with the line it is on.
 type fileConfig struct {
-	Scalars map[string]string
-	Routes  []fileRoute
-	Models  map[string]fileModel
+	path    string
+	scalars map[string]value
+	routes  []fileRoute
+	models  map[string]fileModel
 }
 
 // fileModel is the token limits of one model in the config file; absent
 // fields keep the built-in values.
 type fileModel struct {
-	ContextWindow     int     `yaml:"context_window"`
-	CompletionReserve int     `yaml:"completion_reserve"`
-	SafetyMargin      float64 `yaml:"safety_margin"`
-	Encoding          string  `yaml:"encoding"`
+	limits tokens.Limits
+	line   int
 }
 
 type fileRoute struct {
-	Model    string `yaml:"model"`
-	Provider string `yaml:"provider"`
+	model, provider string
+	line            int
 }
 
-// loadFile reads a YAML config file; an unknown key is an error.
+// loadFile reads a YAML config file. An unknown key is an error, with the
+// nearest known key as a suggestion.
 func loadFile(path string) (fileConfig, error) {
-	fc := fileConfig{Scalars: map[string]string{}}
+	fc := fileConfig{path: path, models: map[string]fileModel{}}
 	b, err := os.ReadFile(path)
 	if err != nil {
-		return fc, fmt.Errorf("read config file: %w", err)
-	}
-	var doc map[string]yaml.Node
-	dec := yaml.NewDecoder(bytes.NewReader(b))
-	if err := dec.Decode(&doc); err != nil && !errors.Is(err, io.EOF) {
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err // the path is said once, below
+		}
 		return fc, fmt.Errorf("config file %s: %w", path, err)
 	}
-	known := map[string]bool{}
+	var doc yaml.Node
+	if err := yaml.Unmarshal(b, &doc); err != nil {
+		msg := strings.TrimPrefix(err.Error(), "yaml: ")
+		if rest, ok := strings.CutPrefix(msg, "line "); ok {
+			if n, text, ok := strings.Cut(rest, ": "); ok {
+				return fc, fmt.Errorf("%s:%s: not valid YAML: %s", path, n, text)
+			}
+		}
+		return fc, fmt.Errorf("config file %s: not valid YAML: %s", path, msg)
+	}
+	fc.scalars = map[string]value{}
+	if len(doc.Content) == 0 {
+		return fc, nil // an empty file
+	}
+	root := doc.Content[0]
+	if root.Kind != yaml.MappingNode {
+		fc.scalars = nil
+		return fc, fmt.Errorf("%s:%d: the config file must be a mapping of settings (key: value), one a line", path, root.Line)
+	}
+	known := []string{"routes", "models"}
 	for _, s := range settings {
-		known[s.key()] = true
+		known = append(known, s.key())
 	}
-	keys := make([]string, 0, len(doc))
-	for k := range doc {
-		keys = append(keys, k)
+	var errs []error
+	bad := func(line int, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%s:%d: %s", path, line, fmt.Sprintf(format, args...)))
 	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		node := doc[k]
+	seen := map[string]int{}
+	for i := 0; i+1 < len(root.Content); i += 2 {
+		k, v := root.Content[i], root.Content[i+1]
+		if first, dup := seen[k.Value]; dup {
+			bad(k.Line, "%s is set twice (first on line %d)", k.Value, first)
+			continue
+		}
+		seen[k.Value] = k.Line
 		switch {
-		case k == "routes":
-			if err := decodeStrict(node, &fc.Routes); err != nil {
-				return fc, fmt.Errorf("config file %s: routes: %w", path, err)
+		case k.Value == "routes":
+			fc.routes = fileRoutes(v, bad)
+		case k.Value == "models":
+			fc.models = fileModels(v, bad)
+		case slices.Contains(known, k.Value):
+			if v.Kind != yaml.ScalarNode {
+				bad(v.Line, "%s must be a single value, not a list or a mapping", k.Value)
+				continue
 			}
-		case k == "models":
-			if err := decodeStrict(node, &fc.Models); err != nil {
-				return fc, fmt.Errorf("config file %s: models: %w", path, err)
+			if v.Tag == "!!null" {
+				continue // "key:" with no value: unset
 			}
-		case known[k]:
-			if node.Kind != yaml.ScalarNode {
-				return fc, fmt.Errorf("config file %s: %s: must be a single value", path, k)
-			}
-			fc.Scalars[k] = node.Value
+			fc.scalars[k.Value] = value{raw: v.Value, src: source{from: fromFile, file: path, line: v.Line}}
 		default:
-			return fc, fmt.Errorf("config file %s: unknown setting %q", path, k)
+			bad(k.Line, "unknown key %s%s", k.Value, didYouMean(k.Value, known, ""))
 		}
 	}
-	return fc, nil
+	return fc, errors.Join(errs...)
 }
 
-// decodeStrict decodes a node of the config file, refusing unknown keys
-// as the top level does (yaml.Node.Decode alone ignores them).
-func decodeStrict(n yaml.Node, v any) error {
-	b, err := yaml.Marshal(&n)
-	if err != nil {
-		return err
+// fileRoutes reads routes: a list of {model, provider}.
+func fileRoutes(n *yaml.Node, bad func(int, string, ...any)) []fileRoute {
+	if n.Kind != yaml.SequenceNode {
+		bad(n.Line, "routes must be a list of entries with model and provider")
+		return nil
 	}
-	d := yaml.NewDecoder(bytes.NewReader(b))
-	d.KnownFields(true)
-	return d.Decode(v)
+	var out []fileRoute
+	for i, item := range n.Content {
+		fields := fileFields(item, fmt.Sprintf("routes[%d]", i), []string{"model", "provider"}, bad)
+		if fields == nil {
+			continue
+		}
+		r := fileRoute{line: item.Line}
+		for key, v := range fields {
+			switch key {
+			case "model":
+				r.model = v.Value
+			case "provider":
+				r.provider = v.Value
+			}
+		}
+		if r.model == "" || r.provider == "" {
+			bad(item.Line, "routes[%d] needs both model (a name, or a prefix ending in *) and provider", i)
+			continue
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+// fileModels reads models: a mapping of model name to token limits.
+func fileModels(n *yaml.Node, bad func(int, string, ...any)) map[string]fileModel {
+	out := map[string]fileModel{}
+	if n.Kind != yaml.MappingNode {
+		bad(n.Line, "models must be a mapping of model names to their limits")
+		return out
+	}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		name, item := n.Content[i].Value, n.Content[i+1]
+		fields := fileFields(item, "models: "+name, []string{"context_window", "completion_reserve", "safety_margin", "encoding"}, bad)
+		if fields == nil {
+			continue
+		}
+		m := fileModel{line: item.Line}
+		whole := func(key string, v *yaml.Node) int {
+			n, err := strconv.Atoi(v.Value)
+			if err != nil || n < 0 {
+				bad(v.Line, "models: %s: %s: %s: must be a whole number of 0 or more", name, key, v.Value)
+			}
+			return n
+		}
+		for key, v := range fields {
+			switch key {
+			case "context_window":
+				m.limits.ContextWindow = whole(key, v)
+			case "completion_reserve":
+				m.limits.CompletionReserve = whole(key, v)
+			case "safety_margin":
+				f, err := strconv.ParseFloat(v.Value, 64)
+				if err != nil || f < 0 || f >= 1 {
+					bad(v.Line, "models: %s: safety_margin: %s: must be a fraction from 0 up to (not including) 1, such as 0.05", name, v.Value)
+				}
+				m.limits.SafetyMargin = f
+			case "encoding":
+				if v.Value != tokens.EncodingO200K && v.Value != tokens.EncodingCL100K {
+					bad(v.Line, "models: %s: encoding: %s: must be %s or %s", name, v.Value, tokens.EncodingO200K, tokens.EncodingCL100K)
+				}
+				m.limits.Encoding = v.Value
+			}
+		}
+		out[name] = m
+	}
+	return out
+}
+
+// fileFields returns the scalar fields of a mapping node, reporting a node
+// that is not a mapping, an unknown key and a value that is not a scalar.
+func fileFields(n *yaml.Node, what string, known []string, bad func(int, string, ...any)) map[string]*yaml.Node {
+	if n.Kind != yaml.MappingNode {
+		bad(n.Line, "%s must be a mapping with keys %s", what, strings.Join(known, ", "))
+		return nil
+	}
+	out := map[string]*yaml.Node{}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := n.Content[i], n.Content[i+1]
+		switch {
+		case !slices.Contains(known, k.Value):
+			bad(k.Line, "%s: unknown key %s%s", what, k.Value, didYouMean(k.Value, known, ""))
+		case v.Kind != yaml.ScalarNode:
+			bad(v.Line, "%s: %s must be a single value", what, k.Value)
+		default:
+			out[k.Value] = v
+		}
+	}
+	return out
+}
+
+// didYouMean returns `; did you mean X?` for the known name nearest to
+// name (a different case counts as nearest), or "" when none is near.
+func didYouMean(name string, known []string, prefix string) string {
+	best, bestDist := "", len(name)/3+2
+	for _, k := range known {
+		if strings.EqualFold(strings.ReplaceAll(name, "-", "_"), strings.ReplaceAll(k, "-", "_")) {
+			return "; did you mean " + prefix + k + "?"
+		}
+		if d := editDistance(name, k); d < bestDist {
+			best, bestDist = k, d
+		}
+	}
+	if best == "" {
+		return ""
+	}
+	return "; did you mean " + prefix + best + "?"
+}
+
+// editDistance is the Levenshtein distance of a and b.
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
 }
 
 // options is the resolved configuration of one run.
@@ -165,124 +429,267 @@ type options struct {
 	thinkingRepair  bool
 	thinkingBytes   int64
 	thinkingTTL     time.Duration
+	// sources are the settings' values and where each came from, by
+	// environment name (PORT too, when it gave the address).
+	sources map[string]value
 }
 
 type budgets struct {
 	maxPhaseCycles, maxDuplicateAttempts, maxToolsPerToolPhase int
 }
 
+// command is what parseOptions parses the arguments of: the gateway, or
+// the demo, each with its own help.
+type command struct {
+	name  string // as the user types it: "phasegate", "phasegate demo"
+	intro string // the first paragraphs of --help
+}
+
+var serveCommand = command{name: "phasegate", intro: `phasegate: an OpenAI-compatible gateway that guards agent tool loops.
+
+Usage:
+  phasegate [flags]          serve (with no provider configured: the built-in simulated model)
+  phasegate demo [flags]     show the guard at work on simulated models
+  phasegate help             this help
+  phasegate --version        version, commit and Go version
+
+Every setting is a flag, an environment variable and a key of the YAML file
+given with --config; a flag wins over the environment, which wins over the
+file, which wins over the default.
+`}
+
 // parseOptions resolves every setting: flag over environment over file
-// over default. It returns flag.ErrHelp after printing help.
-func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (options, error) {
-	fs := flag.NewFlagSet("phasegate", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	configPath := fs.String("config", getenv("CONFIG"), "YAML config file (environment: CONFIG)")
-	flags := map[string]*string{}
+// over default. It returns flag.ErrHelp after printing the help or the
+// version to stdout: the request was answered, the process ends with 0.
+func parseOptions(cmd command, args []string, getenv func(string) string, stdout io.Writer) (options, error) {
+	fs := flag.NewFlagSet(cmd.name, flag.ContinueOnError)
+	// The flag package would print its errors and the whole help to the
+	// output; errors are returned instead, once, and help goes to stdout.
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
+	configPath := fs.String("config", "", "YAML config file (environment CONFIG)")
+	version := fs.Bool("version", false, "print the version, commit and Go version, and exit")
+	flags := map[string]*rawValue{}
 	for _, s := range settings {
-		def := s.def
-		if s.secret {
-			def = ""
-		}
-		flags[s.env] = fs.String(s.flag(), def, fmt.Sprintf("%s (environment: %s, file: %s)", s.help, s.env, s.key()))
-	}
-	fs.Usage = func() {
-		fmt.Fprintf(stderr, "phasegate: an OpenAI-compatible gateway that guards agent tool loops.\n\n")
-		fmt.Fprintf(stderr, "Usage:\n  phasegate [flags]        serve\n  phasegate demo [flags]   show the guard at work on the simulated model\n\n")
-		fmt.Fprintf(stderr, "Every setting is a flag, an environment variable and a config-file key;\na flag wins over the environment, which wins over the file.\n\nFlags:\n")
-		fs.PrintDefaults()
+		flags[s.env] = &rawValue{s: s}
+		fs.Var(flags[s.env], s.flag(), s.help)
 	}
 	if err := fs.Parse(args); err != nil {
-		return options{}, err
+		if errors.Is(err, flag.ErrHelp) {
+			printHelp(stdout, cmd, fs)
+			return options{}, err
+		}
+		return options{}, flagError(cmd, err)
+	}
+	if *version {
+		fmt.Fprintln(stdout, versionLine())
+		return options{}, flag.ErrHelp
 	}
 	if fs.NArg() > 0 {
-		return options{}, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+		return options{}, fmt.Errorf("unexpected argument %q (flags take --name=value; %s --help lists them)", fs.Arg(0), cmd.name)
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 
-	var fc fileConfig
-	if *configPath != "" {
-		var err error
-		if fc, err = loadFile(*configPath); err != nil {
-			return options{}, err
+	path := getenv("CONFIG")
+	if set["config"] {
+		path = *configPath
+	}
+	fc := fileConfig{scalars: map[string]value{}}
+	var fileErr error
+	if path != "" {
+		// A file with bad keys is still read for the rest, so that every
+		// problem is reported at once.
+		if fc, fileErr = loadFile(path); fc.scalars == nil {
+			return options{}, fileErr
 		}
 	}
-	values := map[string]string{}
-	explicit := map[string]bool{} // set anywhere but by default
+	values := map[string]value{}
 	for _, s := range settings {
-		v, ok := s.def, false
-		if fv, in := fc.Scalars[s.key()]; in {
-			v, ok = fv, true
+		v := value{raw: s.def}
+		if fv, in := fc.scalars[s.key()]; in {
+			v = fv
 		}
 		if ev := getenv(s.env); ev != "" {
-			v, ok = ev, true
+			v = value{raw: ev, src: source{from: fromEnv}}
 		}
 		if set[s.flag()] {
-			v, ok = *flags[s.env], true
+			v = value{raw: flags[s.env].raw, src: source{from: fromFlag}}
 		}
-		values[s.env], explicit[s.env] = v, ok
+		values[s.env] = v
 	}
-	return resolve(values, explicit, fc)
+	if values["LISTEN_ADDR"].src.from == fromDefault {
+		if port := getenv("PORT"); port != "" {
+			values["LISTEN_ADDR"] = value{raw: port, src: source{from: fromEnv}}
+			values["PORT"] = values["LISTEN_ADDR"]
+		}
+	}
+	o, err := resolve(values, fc)
+	return o, errors.Join(fileErr, err)
 }
 
-func resolve(v map[string]string, explicit map[string]bool, fc fileConfig) (options, error) {
+// flagError rewords the flag package's errors with the flag as typed
+// (--name) and a pointer to the help.
+func flagError(cmd command, err error) error {
+	msg := err.Error()
+	if name, ok := strings.CutPrefix(msg, "flag provided but not defined: -"); ok {
+		known := []string{"config", "version", "help"}
+		for _, s := range settings {
+			known = append(known, s.flag())
+		}
+		return fmt.Errorf("unknown flag --%s%s (%s --help lists every flag)", name, didYouMean(name, known, "--"), cmd.name)
+	}
+	if name, ok := strings.CutPrefix(msg, "flag needs an argument: -"); ok {
+		return fmt.Errorf("--%s needs a value: --%s=VALUE (%s --help says which)", name, name, cmd.name)
+	}
+	return fmt.Errorf("%s (%s --help lists every flag)", msg, cmd.name)
+}
+
+// printHelp writes the help: the command's introduction, then every flag
+// with its type, default, environment variable and file key, in the
+// layout of flag.PrintDefaults.
+func printHelp(w io.Writer, cmd command, fs *flag.FlagSet) {
+	fmt.Fprintf(w, "%s\nFlags:\n", cmd.intro)
+	line := func(name, typ, help, def, also string) {
+		fmt.Fprintf(w, "  --%s", name)
+		if typ != "" {
+			fmt.Fprintf(w, " %s", typ)
+		}
+		fmt.Fprintf(w, "\n    \t%s", help)
+		if def != "" {
+			fmt.Fprintf(w, " (default %s)", def)
+		}
+		if also != "" {
+			fmt.Fprintf(w, "\n    \t%s", also)
+		}
+		fmt.Fprintln(w)
+	}
+	line("config", "string", "YAML config file", "", "environment CONFIG")
+	line("version", "", "print the version, commit and Go version, and exit", "", "")
+	for _, s := range settings {
+		def := s.def
+		// Quoted as flag.PrintDefaults quotes a string's default; numbers,
+		// durations and booleans bare.
+		if s.kind == kindString || s.kind == kindURL || s.kind == kindAddr || s.kind == kindChoice {
+			if def != "" {
+				def = strconv.Quote(def)
+			}
+		}
+		if s.kind == kindSecret {
+			def = ""
+		}
+		line(s.flag(), s.kind.typeName(), s.help, def, "environment "+s.env+", file key "+s.key())
+	}
+	fmt.Fprintf(w, "\nDurations take a unit (30s, 2m, 1h); a boolean flag alone means true (--%s=false to turn one off).\n", "show-notices")
+}
+
+// versionLine returns the version, commit and Go version the binary was
+// built with, from its build information.
+func versionLine() string {
+	version, commit, modified, goVersion := "(devel)", "unknown", false, runtime.Version()
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		if bi.Main.Version != "" {
+			version = bi.Main.Version
+		}
+		goVersion = bi.GoVersion
+		for _, s := range bi.Settings {
+			switch s.Key {
+			case "vcs.revision":
+				commit = s.Value
+			case "vcs.modified":
+				modified = s.Value == "true"
+			}
+		}
+	}
+	if modified {
+		commit += " (modified)"
+	}
+	return fmt.Sprintf("phasegate %s, commit %s, built with %s", version, commit, goVersion)
+}
+
+// resolve checks every value, each error naming the setting as it was
+// written and what it allows, and builds the options.
+func resolve(v map[string]value, fc fileConfig) (options, error) {
 	var errs []error
-	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	bad := func(name, rule string) {
+		s := setting{env: "PORT", kind: kindString}
+		if name != "PORT" {
+			s = settingNamed(name)
+		}
+		errs = append(errs, fmt.Errorf("%s: %s", s.written(v[name]), rule))
+	}
 	num := func(name string) int {
-		n, err := strconv.Atoi(v[name])
-		if err != nil || n < 0 {
-			bad("%s: %q is not a whole number of 0 or more", name, v[name])
+		s := settingNamed(name)
+		n, err := strconv.Atoi(strings.TrimSpace(v[name].raw))
+		if err != nil || n < s.min {
+			bad(name, fmt.Sprintf("must be a whole number of %d or more", s.min))
 		}
 		return n
 	}
 	dur := func(name string) time.Duration {
-		d, err := time.ParseDuration(v[name])
+		raw := strings.TrimSpace(v[name].raw)
+		d, err := time.ParseDuration(raw)
 		if err != nil || d < 0 {
-			bad("%s: %q is not a duration of 0 or more (e.g. 30s, 2m)", name, v[name])
+			rule := "must be a duration of 0 or more, with a unit: 500ms, 30s, 2m, 1h"
+			if _, nerr := strconv.Atoi(raw); nerr == nil {
+				rule += " (" + raw + "s for seconds)"
+			}
+			bad(name, rule)
 		}
 		return d
 	}
 	boolean := func(name string) bool {
-		b, err := strconv.ParseBool(v[name])
-		if err != nil {
-			bad("%s: %q is not true or false", name, v[name])
+		switch strings.ToLower(strings.TrimSpace(v[name].raw)) {
+		case "true", "1", "yes", "on":
+			return true
+		case "false", "0", "no", "off":
+			return false
 		}
-		return b
+		bad(name, "must be true or false")
+		return false
+	}
+	choice := func(name string) string {
+		s, raw := settingNamed(name), strings.TrimSpace(v[name].raw)
+		if !slices.Contains(s.choices, raw) {
+			bad(name, "must be "+orList(s.choices))
+		}
+		return raw
+	}
+	baseURL := func(name string) string {
+		raw := strings.TrimSpace(v[name].raw)
+		u, err := url.Parse(raw)
+		switch {
+		case err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "":
+			bad(name, "must be an http:// or https:// URL with a host, such as "+settingNamed(name).def)
+		case u.RawQuery != "" || u.Fragment != "":
+			bad(name, "must be an API root without a query or fragment, such as "+settingNamed(name).def)
+		}
+		return raw
 	}
 	o := options{
-		listenAddr:      v["LISTEN_ADDR"],
+		listenAddr:      listenAddr(v, bad),
 		drainDelay:      dur("SHUTDOWN_DRAIN_DELAY"),
 		shutdownTimeout: dur("SHUTDOWN_TIMEOUT"),
-		logLevel:        v["LOG_LEVEL"],
+		logLevel:        choice("LOG_LEVEL"),
 		twoStage:        boolean("TWO_STAGE_ENABLED"),
 		showNotices:     boolean("SHOW_NOTICES"),
 		thinkingRepair:  boolean("THINKING_REPAIR"),
 		thinkingBytes:   int64(num("THINKING_MEMORY_BYTES")),
 		thinkingTTL:     dur("THINKING_MEMORY_TTL"),
-		defaultProtocol: v["DEFAULT_PROTOCOL"],
+		defaultProtocol: choice("DEFAULT_PROTOCOL"),
+		planTools:       list(v["PLAN_TOOLS"].raw),
+		repeatableTools: list(v["REPEATABLE_TOOLS"].raw),
 		budgets: budgets{
 			maxPhaseCycles:       num("MAX_PHASE_CYCLES"),
 			maxDuplicateAttempts: num("MAX_DUPLICATE_ATTEMPTS"),
-			maxToolsPerToolPhase: num("MAX_TOOLS_PER_TOOL_PHASE"),
 		},
 	}
-	o.planTools = list(v["PLAN_TOOLS"])
-	o.repeatableTools = list(v["REPEATABLE_TOOLS"])
-	switch o.logLevel {
-	case "debug", "info", "warn", "error":
-	default:
-		bad("LOG_LEVEL: %q is not debug, info, warn or error", o.logLevel)
+	if choice("MAX_TOOLS_PER_TOOL_PHASE") == "1" {
+		o.budgets.maxToolsPerToolPhase = 1
 	}
-	switch o.defaultProtocol {
-	case proxy.ProtocolTwoStage, proxy.ProtocolStandard:
-	default:
-		bad("DEFAULT_PROTOCOL: %q is not two-stage or standard", o.defaultProtocol)
-	}
-	if o.budgets.maxToolsPerToolPhase != 1 {
-		bad("MAX_TOOLS_PER_TOOL_PHASE: only 1 is supported (got %d)", o.budgets.maxToolsPerToolPhase)
-	}
-	if o.budgets.maxPhaseCycles < 1 {
-		bad("MAX_PHASE_CYCLES: must be at least 1")
+	o.sources = map[string]value{}
+	for name, val := range v {
+		o.sources[name] = val
 	}
 	pc := proxy.Config{
 		MaxBodyBytes:  int64(num("MAX_BODY_BYTES")),
@@ -295,23 +702,24 @@ func resolve(v map[string]string, explicit map[string]bool, fc fileConfig) (opti
 		},
 	}
 	known := map[string]proxy.Provider{
-		"deepseek": {Name: "deepseek", BaseURL: v["DEEPSEEK_BASE_URL"], APIKey: proxy.Secret(v["DEEPSEEK_API_KEY"])},
-		"openai":   {Name: "openai", BaseURL: v["OPENAI_BASE_URL"], APIKey: proxy.Secret(v["OPENAI_API_KEY"])},
+		"deepseek": {Name: "deepseek", BaseURL: baseURL("DEEPSEEK_BASE_URL"), APIKey: proxy.Secret(v["DEEPSEEK_API_KEY"].raw)},
+		"openai":   {Name: "openai", BaseURL: baseURL("OPENAI_BASE_URL"), APIKey: proxy.Secret(v["OPENAI_API_KEY"].raw)},
 	}
 	var enabled []string
-	if v["PROVIDERS"] != "" {
-		for _, name := range strings.Split(v["PROVIDERS"], ",") {
-			name = strings.TrimSpace(name)
+	if names := list(v["PROVIDERS"].raw); len(names) > 0 {
+		for _, name := range names {
 			if _, ok := known[name]; !ok {
-				bad("PROVIDERS: unknown provider %q (known: deepseek, openai)", name)
+				bad("PROVIDERS", fmt.Sprintf("unknown provider %q: the providers are deepseek and openai", name))
 				continue
 			}
-			enabled = append(enabled, name)
+			if !slices.Contains(enabled, name) {
+				enabled = append(enabled, name)
+			}
 		}
 	} else {
 		for _, name := range []string{"deepseek", "openai"} {
 			up := strings.ToUpper(name)
-			if explicit[up+"_API_KEY"] || explicit[up+"_BASE_URL"] {
+			if v[up+"_API_KEY"].src.from != fromDefault || v[up+"_BASE_URL"].src.from != fromDefault {
 				enabled = append(enabled, name)
 			}
 		}
@@ -320,8 +728,16 @@ func resolve(v map[string]string, explicit map[string]bool, fc fileConfig) (opti
 		pc.Providers = append(pc.Providers, known[name])
 	}
 	o.simulated = len(pc.Providers) == 0
-	for _, r := range fc.Routes {
-		pc.Routes = append(pc.Routes, proxy.Route{Pattern: r.Model, Provider: r.Provider})
+	for _, r := range fc.routes {
+		if !slices.Contains(enabled, r.provider) {
+			rule := "is not enabled"
+			if _, ok := known[r.provider]; !ok {
+				rule = "is not a provider: the providers are deepseek and openai"
+			}
+			errs = append(errs, fmt.Errorf("%s:%d: routes: model %s: provider %s %s", fc.path, r.line, r.model, r.provider, rule))
+			continue
+		}
+		pc.Routes = append(pc.Routes, proxy.Route{Pattern: r.model, Provider: r.provider})
 	}
 	if o.simulated {
 		pc.Providers = append(pc.Providers, proxy.Provider{Name: simProvider, BaseURL: simBaseURL, Simulated: true})
@@ -331,21 +747,55 @@ func resolve(v map[string]string, explicit map[string]bool, fc fileConfig) (opti
 	o.tokens.HistoryWindow = num("HISTORY_WINDOW")
 	o.tokens.ToolResultMaxTokens = num("TOOL_RESULT_MAX_TOKENS")
 	o.tokens.CacheBytes = int64(num("TOKEN_CACHE_BYTES"))
-	for name, m := range fc.Models {
-		if m.SafetyMargin < 0 || m.SafetyMargin >= 1 {
-			bad("models: %s: safety_margin must be in [0, 1)", name)
-		}
-		if m.ContextWindow < 0 || m.CompletionReserve < 0 {
-			bad("models: %s: context_window and completion_reserve must not be negative", name)
-		}
-		o.tokens.Models[name] = tokens.Limits{ContextWindow: m.ContextWindow, CompletionReserve: m.CompletionReserve,
-			SafetyMargin: m.SafetyMargin, Encoding: m.Encoding}
+	for name, m := range fc.models {
+		o.tokens.Models[name] = m.limits
 	}
 	o.proxy = pc
-	if err := pc.WithDefaults().Validate(); err != nil {
-		errs = append(errs, err)
+	if len(errs) > 0 {
+		return o, errors.Join(errs...)
 	}
-	return o, errors.Join(errs...)
+	// Every setting was checked above; what is left to fail here is the
+	// combination, reported as the proxy sees it.
+	if err := pc.WithDefaults().Validate(); err != nil {
+		return o, err
+	}
+	return o, nil
+}
+
+// listenAddr returns the address to listen on: LISTEN_ADDR as host:port,
+// a bare port taken as ":port"; PORT, when LISTEN_ADDR is unset, stands
+// for it (parseOptions put it there).
+func listenAddr(v map[string]value, bad func(name, rule string)) string {
+	name := "LISTEN_ADDR"
+	if _, ok := v["PORT"]; ok {
+		name = "PORT"
+	}
+	raw := strings.TrimSpace(v[name].raw)
+	if isPort(raw) {
+		return ":" + raw
+	}
+	if name == "PORT" {
+		bad(name, "must be a port number, 0 to 65535 (or set LISTEN_ADDR)")
+		return ""
+	}
+	host, port, err := net.SplitHostPort(raw)
+	if err != nil || !isPort(port) || strings.ContainsAny(host, " /") {
+		bad(name, "must be host:port or a port alone, such as :8080, 127.0.0.1:8080 or 8080")
+	}
+	return raw
+}
+
+func isPort(s string) bool {
+	n, err := strconv.Atoi(s)
+	return err == nil && n >= 0 && n <= 65535 && s[0] != '+' && s[0] != '-'
+}
+
+// orList joins choices as "a", "a or b", "a, b or c".
+func orList(choices []string) string {
+	if len(choices) <= 1 {
+		return strings.Join(choices, "")
+	}
+	return strings.Join(choices[:len(choices)-1], ", ") + " or " + choices[len(choices)-1]
 }
 
 // list splits a comma-separated setting, dropping empty items.

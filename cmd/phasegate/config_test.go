@@ -5,6 +5,9 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"regexp"
+	"runtime/debug"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -81,7 +84,7 @@ func TestPrecedence(t *testing.T) {
 				}
 			}
 			var stderr strings.Builder
-			o, err := parseOptions(args, env(e), &stderr)
+			o, err := parseOptions(serveCommand, args, env(e), &stderr)
 			if err != nil {
 				t.Fatalf("parseOptions: %v", err)
 			}
@@ -95,7 +98,7 @@ func TestPrecedence(t *testing.T) {
 }
 
 func TestDefaults(t *testing.T) {
-	o, err := parseOptions(nil, env(nil), &strings.Builder{})
+	o, err := parseOptions(serveCommand, nil, env(nil), &strings.Builder{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -149,7 +152,7 @@ func TestProviders(t *testing.T) {
 			if tt.file != "" {
 				args = []string{"--config", writeFile(t, tt.file)}
 			}
-			o, err := parseOptions(args, env(tt.env), &strings.Builder{})
+			o, err := parseOptions(serveCommand, args, env(tt.env), &strings.Builder{})
 			if err != nil {
 				t.Fatalf("parseOptions: %v", err)
 			}
@@ -181,33 +184,41 @@ func TestInvalid(t *testing.T) {
 		// wantIn is a word the error must name: the setting at fault.
 		wantIn string
 	}{
-		{name: "unknown key in the file", file: "max_phase_cycle: 3\n", wantIn: "max_phase_cycle"},
-		{name: "unknown nested key in the file", file: "routes:\n  - model: x\n    provider: openai\n    weight: 2\n", wantIn: "weight"},
-		{name: "unknown model limit in the file", file: "models:\n  my-model:\n    context_windw: 100\n", wantIn: "context_windw"},
-		{name: "file is not a mapping", file: "- a\n- b\n", wantIn: "config file"},
-		{name: "a scalar setting given a list", file: "listen_addr: [a, b]\n", wantIn: "listen_addr"},
+		{name: "unknown key in the file", file: "max_phase_cycle: 3\n", wantIn: ":2: unknown key max_phase_cycle; did you mean max_phase_cycles?"},
+		{name: "environment name in the file", file: "SHOW_NOTICES: false\n", wantIn: ":2: unknown key SHOW_NOTICES; did you mean show_notices?"},
+		{name: "unknown nested key in the file", file: "routes:\n  - model: x\n    provider: openai\n    weight: 2\n", wantIn: ":5: routes[0]: unknown key weight"},
+		{name: "unknown model limit in the file", file: "models:\n  my-model:\n    context_windw: 100\n", wantIn: ":4: models: my-model: unknown key context_windw; did you mean context_window?"},
+		{name: "bad model limit in the file", file: "models:\n  my-model:\n    safety_margin: 2\n", wantIn: ":4: models: my-model: safety_margin: 2: must be a fraction"},
+		{name: "file is not YAML", file: "- a\n- b\n", wantIn: ":1: not valid YAML: did not find expected key"},
+		{name: "a scalar setting given a list", file: "listen_addr: [a, b]\n", wantIn: ":2: listen_addr must be a single value"},
+		{name: "a key set twice", file: "log_level: warn\nlog_level: info\n", wantIn: ":3: log_level is set twice (first on line 2)"},
 		{name: "missing config file", args: []string{"--config", "/nonexistent/phasegate.yaml"}, wantIn: "config file"},
-		{name: "bad URL", env: map[string]string{"DEEPSEEK_BASE_URL": "ftp://api.deepseek.com"}, wantIn: "deepseek"},
-		{name: "URL without host", env: map[string]string{"OPENAI_BASE_URL": "https://"}, wantIn: "openai"},
-		{name: "bad URL in the file", file: "openai_base_url: not a url\n", wantIn: "openai"},
-		{name: "negative budget", env: map[string]string{"MAX_PHASE_CYCLES": "-1"}, wantIn: "MAX_PHASE_CYCLES"},
-		{name: "negative budget by flag", args: []string{"--max-duplicate-attempts=-2"}, wantIn: "MAX_DUPLICATE_ATTEMPTS"},
-		{name: "negative budget in the file", file: "max_phase_cycles: -3\n", wantIn: "MAX_PHASE_CYCLES"},
-		{name: "zero cycles", env: map[string]string{"MAX_PHASE_CYCLES": "0"}, wantIn: "MAX_PHASE_CYCLES"},
-		{name: "budget not a number", env: map[string]string{"MAX_DUPLICATE_ATTEMPTS": "three"}, wantIn: "MAX_DUPLICATE_ATTEMPTS"},
-		{name: "more than one tool per phase", env: map[string]string{"MAX_TOOLS_PER_TOOL_PHASE": "2"}, wantIn: "MAX_TOOLS_PER_TOOL_PHASE"},
-		{name: "negative body limit", env: map[string]string{"MAX_BODY_BYTES": "-1"}, wantIn: "MAX_BODY_BYTES"},
-		{name: "bad duration", env: map[string]string{"UPSTREAM_IDLE_TIMEOUT": "soon"}, wantIn: "UPSTREAM_IDLE_TIMEOUT"},
-		{name: "negative duration", args: []string{"--upstream-first-byte-timeout", "-1s"}, wantIn: "UPSTREAM_FIRST_BYTE_TIMEOUT"},
-		{name: "negative drain delay", env: map[string]string{"SHUTDOWN_DRAIN_DELAY": "-5s"}, wantIn: "SHUTDOWN_DRAIN_DELAY"},
-		{name: "drain delay without a unit in the file", file: "shutdown_drain_delay: 5\n", wantIn: "SHUTDOWN_DRAIN_DELAY"},
-		{name: "bad bool", env: map[string]string{"TWO_STAGE_ENABLED": "maybe"}, wantIn: "TWO_STAGE_ENABLED"},
-		{name: "bad log level", env: map[string]string{"LOG_LEVEL": "loud"}, wantIn: "LOG_LEVEL"},
-		{name: "bad protocol", env: map[string]string{"DEFAULT_PROTOCOL": "fancy"}, wantIn: "DEFAULT_PROTOCOL"},
-		{name: "unknown provider", env: map[string]string{"PROVIDERS": "azure"}, wantIn: "azure"},
-		{name: "route to an unknown provider", file: "routes:\n  - model: x\n    provider: azure\n", wantIn: "azure"},
-		{name: "unknown flag", args: []string{"--max-phase-cycle", "3"}, wantIn: "max-phase-cycle"},
-		{name: "stray argument", args: []string{"serve"}, wantIn: "serve"},
+		{name: "bad URL", env: map[string]string{"DEEPSEEK_BASE_URL": "ftp://api.deepseek.com"}, wantIn: "DEEPSEEK_BASE_URL=ftp://api.deepseek.com: must be an http:// or https:// URL"},
+		{name: "not a URL", env: map[string]string{"DEEPSEEK_BASE_URL": "notaurl"}, wantIn: "DEEPSEEK_BASE_URL=notaurl: must be an http:// or https:// URL"},
+		{name: "URL without host", env: map[string]string{"OPENAI_BASE_URL": "https://"}, wantIn: "OPENAI_BASE_URL=https://: must be"},
+		{name: "bad URL in the file", file: "openai_base_url: not a url\n", wantIn: `:2: openai_base_url: "not a url": must be an http:// or https:// URL`},
+		{name: "negative budget", env: map[string]string{"MAX_PHASE_CYCLES": "-1"}, wantIn: "MAX_PHASE_CYCLES=-1: must be a whole number of 1 or more"},
+		{name: "negative budget by flag", args: []string{"--max-duplicate-attempts=-2"}, wantIn: "--max-duplicate-attempts=-2: must be a whole number of 0 or more"},
+		{name: "negative budget in the file", file: "max_phase_cycles: -3\n", wantIn: ":2: max_phase_cycles: -3: must be a whole number of 1 or more"},
+		{name: "zero cycles", env: map[string]string{"MAX_PHASE_CYCLES": "0"}, wantIn: "MAX_PHASE_CYCLES=0: must be a whole number of 1 or more"},
+		{name: "budget not a number", env: map[string]string{"MAX_DUPLICATE_ATTEMPTS": "three"}, wantIn: "MAX_DUPLICATE_ATTEMPTS=three: must be a whole number"},
+		{name: "more than one tool per phase", env: map[string]string{"MAX_TOOLS_PER_TOOL_PHASE": "2"}, wantIn: "MAX_TOOLS_PER_TOOL_PHASE=2: must be 1"},
+		{name: "negative body limit", env: map[string]string{"MAX_BODY_BYTES": "-1"}, wantIn: "MAX_BODY_BYTES=-1: must be"},
+		{name: "bad duration", env: map[string]string{"UPSTREAM_IDLE_TIMEOUT": "soon"}, wantIn: "UPSTREAM_IDLE_TIMEOUT=soon: must be a duration"},
+		{name: "negative duration", args: []string{"--upstream-first-byte-timeout", "-1s"}, wantIn: "--upstream-first-byte-timeout=-1s: must be a duration of 0 or more"},
+		{name: "negative drain delay", env: map[string]string{"SHUTDOWN_DRAIN_DELAY": "-5s"}, wantIn: "SHUTDOWN_DRAIN_DELAY=-5s"},
+		{name: "drain delay without a unit in the file", file: "shutdown_drain_delay: 5\n", wantIn: ":2: shutdown_drain_delay: 5: must be a duration of 0 or more, with a unit: 500ms, 30s, 2m, 1h (5s for seconds)"},
+		{name: "bad bool", env: map[string]string{"TWO_STAGE_ENABLED": "maybe"}, wantIn: "TWO_STAGE_ENABLED=maybe: must be true or false"},
+		{name: "bad bool in the file", file: "show_notices: maybe\n", wantIn: ":2: show_notices: maybe: must be true or false"},
+		{name: "bad log level", env: map[string]string{"LOG_LEVEL": "loud"}, wantIn: "LOG_LEVEL=loud: must be debug, info, warn or error"},
+		{name: "bad protocol", env: map[string]string{"DEFAULT_PROTOCOL": "fancy"}, wantIn: "DEFAULT_PROTOCOL=fancy: must be two-stage or standard"},
+		{name: "unknown provider", env: map[string]string{"PROVIDERS": "azure"}, wantIn: `PROVIDERS=azure: unknown provider "azure"`},
+		{name: "route to an unknown provider", file: "routes:\n  - model: x\n    provider: azure\n", wantIn: ":3: routes: model x: provider azure is not a provider"},
+		{name: "bad listen address", env: map[string]string{"LISTEN_ADDR": "localhost"}, wantIn: "LISTEN_ADDR=localhost: must be host:port or a port alone"},
+		{name: "bad PORT", env: map[string]string{"PORT": "http"}, wantIn: "PORT=http: must be a port number"},
+		{name: "unknown flag", args: []string{"--max-phase-cycle", "3"}, wantIn: "unknown flag --max-phase-cycle; did you mean --max-phase-cycles?"},
+		{name: "flag without its value", args: []string{"--max-phase-cycles"}, wantIn: "--max-phase-cycles needs a value"},
+		{name: "stray argument", args: []string{"serve"}, wantIn: `unexpected argument "serve"`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -220,12 +231,22 @@ func TestInvalid(t *testing.T) {
 				args = append([]string{"--config", writeFile(t, "deepseek_api_key: "+secretFile+"\n"+tt.file)}, args...)
 			}
 			var stderr strings.Builder
-			_, err := parseOptions(args, env(e), &stderr)
+			_, err := parseOptions(serveCommand, args, env(e), &stderr)
 			if err == nil {
 				t.Fatal("parseOptions: got nil error")
 			}
 			if !strings.Contains(err.Error(), tt.wantIn) {
-				t.Errorf("error %q does not name %q", err, tt.wantIn)
+				t.Errorf("error %q does not say %q", err, tt.wantIn)
+			}
+			// One problem, one line: no setting is reported twice, and no
+			// Go type shows.
+			if lines := strings.Split(err.Error(), "\n"); len(lines) != 1 {
+				t.Errorf("error has %d lines, want 1:\n%s", len(lines), err)
+			}
+			for _, goTerm := range []string{"main.", "type ", "int64", "time.Duration", "strconv.", "yaml: unmarshal", "yaml: line"} {
+				if strings.Contains(err.Error(), goTerm) {
+					t.Errorf("error %q shows Go's terms (%q)", err, goTerm)
+				}
 			}
 			for _, s := range secrets {
 				if strings.Contains(err.Error(), s) || strings.Contains(stderr.String(), s) {
@@ -236,25 +257,146 @@ func TestInvalid(t *testing.T) {
 	}
 }
 
-// TestHelp checks --help lists every setting with its environment name
-// and shows no secret, wherever the secrets were set.
+// TestHelp checks --help lists every setting with its type, environment
+// name and file key, on stdout, and shows no secret, wherever the secrets
+// were set.
 func TestHelp(t *testing.T) {
 	path := writeFile(t, "openai_api_key: "+secretFile+"\n")
 	e := env(map[string]string{"DEEPSEEK_API_KEY": secretEnv, "CONFIG": path})
-	var stderr strings.Builder
-	_, err := parseOptions([]string{"--openai-api-key", secretFlag, "--help"}, e, &stderr)
+	var stdout strings.Builder
+	_, err := parseOptions(serveCommand, []string{"--openai-api-key", secretFlag, "--help"}, e, &stdout)
 	if !errors.Is(err, flag.ErrHelp) {
 		t.Fatalf("parseOptions(--help) = %v, want flag.ErrHelp", err)
 	}
-	help := stderr.String()
+	help := stdout.String()
 	for _, s := range secrets {
 		if strings.Contains(help, s) {
 			t.Errorf("help shows secret %q", s)
 		}
 	}
 	for _, s := range settings {
-		if !strings.Contains(help, "-"+s.flag()) || !strings.Contains(help, s.env) {
-			t.Errorf("help does not list %s (--%s)", s.env, s.flag())
+		if !strings.Contains(help, "environment "+s.env+", file key "+s.key()) {
+			t.Errorf("help does not name %s and %s", s.env, s.key())
 		}
+	}
+	for _, want := range []string{
+		"\n  --max-phase-cycles int\n",
+		"\n  --upstream-idle-timeout duration\n",
+		"\n  --show-notices\n", // a boolean flag takes no value
+		"\n  --listen-addr addr\n",
+		"\n  --deepseek-base-url url\n",
+		"\n  --plan-tools list\n",
+		"\n  --log-level string\n",
+		"\n  --version\n",
+		"(default 3)",
+		"(default 2m0s)",
+		`(default "two-stage")`,
+	} {
+		if !strings.Contains(help, want) {
+			t.Errorf("help lacks %q", want)
+		}
+	}
+}
+
+// TestHelpCommands checks every way of asking for help answers on stdout
+// and ends without an error (the process exits 0), and that the demo has
+// help of its own.
+func TestHelpCommands(t *testing.T) {
+	tests := []struct {
+		args   []string
+		wantIn string
+	}{
+		{args: []string{"--help"}, wantIn: "Usage:\n  phasegate [flags]"},
+		{args: []string{"-h"}, wantIn: "Usage:\n  phasegate [flags]"},
+		{args: []string{"help"}, wantIn: "Usage:\n  phasegate [flags]"},
+		{args: []string{"demo", "--help"}, wantIn: "Usage:\n  phasegate demo [flags]"},
+		{args: []string{"help", "demo"}, wantIn: "Usage:\n  phasegate demo [flags]"},
+		{args: []string{"--version"}, wantIn: "phasegate "},
+	}
+	for _, tt := range tests {
+		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
+			var stdout, stderr strings.Builder
+			if err := dispatch(t.Context(), tt.args, env(nil), &stdout, &stderr); err != nil {
+				t.Fatalf("dispatch(%q) = %v, want nil", tt.args, err)
+			}
+			if !strings.Contains(stdout.String(), tt.wantIn) {
+				t.Errorf("stdout lacks %q:\n%s", tt.wantIn, stdout.String())
+			}
+			if stderr.Len() != 0 {
+				t.Errorf("stderr = %q, want nothing", stderr.String())
+			}
+		})
+	}
+}
+
+// TestVersion checks --version reports the version, commit and Go
+// version from the build information.
+func TestVersion(t *testing.T) {
+	var stdout strings.Builder
+	if _, err := parseOptions(serveCommand, []string{"--version"}, env(nil), &stdout); !errors.Is(err, flag.ErrHelp) {
+		t.Fatalf("parseOptions(--version) = %v, want flag.ErrHelp", err)
+	}
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		t.Fatal("no build information")
+	}
+	got := strings.TrimSpace(stdout.String())
+	want := regexp.MustCompile(`^phasegate \S+, commit \S+( \(modified\))?, built with ` + regexp.QuoteMeta(bi.GoVersion) + `$`)
+	if !want.MatchString(got) {
+		t.Errorf("--version = %q, want it to match %s", got, want)
+	}
+}
+
+// TestErrorsOnce checks several bad settings are all reported, each once,
+// whichever way they came.
+func TestErrorsOnce(t *testing.T) {
+	path := writeFile(t, "max_phase_cycles: -1\nshow_notices: no\nlog_leve: debug\nupstream_idle_timeout: 5\n")
+	e := env(map[string]string{"MAX_DUPLICATE_ATTEMPTS": "-1"})
+	_, err := parseOptions(serveCommand, []string{"--config", path, "--request-timeout=forever"}, e, &strings.Builder{})
+	if err == nil {
+		t.Fatal("parseOptions: got nil error")
+	}
+	got := strings.Split(err.Error(), "\n")
+	want := []string{
+		path + ":3: unknown key log_leve; did you mean log_level?",
+		"--request-timeout=forever: must be a duration of 0 or more, with a unit: 500ms, 30s, 2m, 1h",
+		path + ":1: max_phase_cycles: -1: must be a whole number of 1 or more",
+		"MAX_DUPLICATE_ATTEMPTS=-1: must be a whole number of 0 or more",
+		path + ":4: upstream_idle_timeout: 5: must be a duration of 0 or more, with a unit: 500ms, 30s, 2m, 1h (5s for seconds)",
+	}
+	slices.Sort(got)
+	slices.Sort(want)
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("errors (-want +got):\n%s", diff)
+	}
+}
+
+// TestListenAddr checks LISTEN_ADDR takes a bare port, and PORT stands in
+// for it when it is not set.
+func TestListenAddr(t *testing.T) {
+	tests := []struct {
+		name string
+		env  map[string]string
+		args []string
+		want string
+	}{
+		{name: "default", want: ":8080"},
+		{name: "host and port", env: map[string]string{"LISTEN_ADDR": "127.0.0.1:9090"}, want: "127.0.0.1:9090"},
+		{name: "a bare port", env: map[string]string{"LISTEN_ADDR": "9090"}, want: ":9090"},
+		{name: "a bare port by flag", args: []string{"--listen-addr=9091"}, want: ":9091"},
+		{name: "PORT", env: map[string]string{"PORT": "3000"}, want: ":3000"},
+		{name: "LISTEN_ADDR over PORT", env: map[string]string{"PORT": "3000", "LISTEN_ADDR": "127.0.0.1:9090"}, want: "127.0.0.1:9090"},
+		{name: "the flag over PORT", env: map[string]string{"PORT": "3000"}, args: []string{"--listen-addr=:9092"}, want: ":9092"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			o, err := parseOptions(serveCommand, tt.args, env(tt.env), &strings.Builder{})
+			if err != nil {
+				t.Fatalf("parseOptions: %v", err)
+			}
+			if o.listenAddr != tt.want {
+				t.Errorf("listen address = %q, want %q", o.listenAddr, tt.want)
+			}
+		})
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 
 	openai "github.com/sashabaranov/go-openai"
@@ -18,6 +19,58 @@ import (
 // demoMaxRequests bounds the scripted agent: without the guard the looping
 // model never stops on its own.
 const demoMaxRequests = 6
+
+// demoMaxPhaseCycles is the cycle budget the demo raises MAX_PHASE_CYCLES
+// to, so that the test-rerun scenario has room for its five runs.
+const demoMaxPhaseCycles = 6
+
+var demoCommand = command{name: "phasegate demo", intro: `phasegate demo: a scripted agent talks to simulated models that misbehave like
+DeepSeek on a bad day (a tool loop, a tool call leaked into the text, a
+test-rerun loop), once through the plain pass-through and once through the
+guard, and prints what reaches the client each time.
+
+Usage:
+  phasegate demo [flags]
+
+The demo serves only the simulated models, on a free loopback port: provider
+settings and LISTEN_ADDR are ignored. It uses the guard's settings below as
+given, except that MAX_PHASE_CYCLES is raised to 6 if lower and
+REPEATABLE_TOOLS defaults to run_tests; it prints the settings it uses first.
+`}
+
+// demoSettings says which guard settings the demo runs with and where
+// each came from.
+func demoSettings(o options) string {
+	from := func(env, demoNote string) string {
+		src := o.sources[env]
+		switch {
+		case demoNote != "":
+			return demoNote
+		case src.src.from == fromDefault:
+			return "default"
+		case src.src.from == fromFlag:
+			return "from --" + settingNamed(env).flag()
+		case src.src.from == fromEnv:
+			return "from the environment"
+		}
+		return "from " + src.src.file
+	}
+	cycles := ""
+	if raw := o.sources["MAX_PHASE_CYCLES"].raw; raw != strconv.Itoa(o.budgets.maxPhaseCycles) {
+		cycles = "raised by the demo from " + raw + ", for the five test runs of scenario 3"
+	}
+	repeatable := ""
+	if o.sources["REPEATABLE_TOOLS"].raw == "" {
+		repeatable = "set by the demo, for scenario 3"
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "Settings of the guard in this demo (phasegate demo --help says how to change them):\n")
+	fmt.Fprintf(&b, "  MAX_PHASE_CYCLES=%d (%s)\n", o.budgets.maxPhaseCycles, from("MAX_PHASE_CYCLES", cycles))
+	fmt.Fprintf(&b, "  MAX_DUPLICATE_ATTEMPTS=%d (%s)\n", o.budgets.maxDuplicateAttempts, from("MAX_DUPLICATE_ATTEMPTS", ""))
+	fmt.Fprintf(&b, "  REPEATABLE_TOOLS=%s (%s)\n", strings.Join(o.repeatableTools, ","), from("REPEATABLE_TOOLS", repeatable))
+	fmt.Fprintf(&b, "  SHOW_NOTICES=%v (%s)\n", o.showNotices, from("SHOW_NOTICES", ""))
+	return b.String()
+}
 
 // runDemo starts a gateway on the simulated looping model, on loopback,
 // and runs a short agent through it twice: with the standard protocol and
@@ -36,17 +89,20 @@ func runDemo(ctx context.Context, args []string, getenv func(string) string, std
 		}
 		return getenv(name)
 	}
-	o, err := parseOptions(args, demoEnv, stderr)
+	o, err := parseOptions(demoCommand, args, demoEnv, stdout)
 	if err != nil {
 		return err
 	}
 	o.twoStage = true
 	// The test-rerun scenario needs its tool to be repeatable, and room for
-	// its five runs.
+	// its five runs. Both are said before anything runs.
 	if len(o.repeatableTools) == 0 {
 		o.repeatableTools = []string{"run_tests"}
 	}
-	o.budgets.maxPhaseCycles = max(o.budgets.maxPhaseCycles, 6)
+	if o.budgets.maxPhaseCycles < demoMaxPhaseCycles {
+		o.budgets.maxPhaseCycles = demoMaxPhaseCycles
+	}
+	fmt.Fprint(stdout, demoSettings(o))
 	h, err := newHandler(o, newLogger(stderr, o.logLevel))
 	if err != nil {
 		return err

@@ -21,17 +21,20 @@ func TestDemo(t *testing.T) {
 		t.Fatalf("runDemo: %v\n%s", err, out.String())
 	}
 	text := out.String()
+	if !strings.HasPrefix(text, "Settings of the guard in this demo") || !strings.Contains(text, "MAX_PHASE_CYCLES=6 (raised by the demo from 3") {
+		t.Errorf("the demo does not start by saying its settings:\n%s", text)
+	}
 	sections := strings.Split(text, "== with the guard")
 	if len(sections) != 4 {
 		t.Fatalf("want three scenarios, each with and without the guard; got:\n%s", text)
 	}
 	for _, want := range []string{
-		"stopped by the demo after 6 requests",                    // looping, without the guard
-		"agent runs get_weather {\"city\":\"example\"}",           // a call forwarded
-		"**System Notice**: Duplicate tool call detected",         // the guard's refusal
-		"<｜tool▁calls▁begin｜>",                                    // the leak, shown raw without the guard
-		"rule: no_progress",                                       // the test-rerun loop stopped
-		"Final answer (simulated): one test still fails after my", // ... with an answer
+		"stopped by the demo after 6 requests",                       // looping, without the guard
+		"agent runs get_weather {\"city\":\"example\"}",              // a call forwarded
+		"**System Notice**: refused \"get_weather\": it already ran", // the guard's refusal, one line
+		"<｜tool▁calls▁begin｜>",                                       // the leak, shown raw without the guard
+		"its last two identical runs gave the same result",           // the test-rerun loop stopped
+		"Final answer (simulated): one test still fails after my",    // ... with an answer
 	} {
 		if !strings.Contains(text, want) {
 			t.Errorf("demo output lacks %q", want)

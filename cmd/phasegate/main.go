@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/signal"
 	"sort"
+	"strings"
 	"syscall"
 	"time"
 
@@ -40,31 +41,53 @@ func main() {
 	// Only the first signal is graceful: once it came, the default handling
 	// is back, so a second Ctrl-C ends the process during the drain.
 	context.AfterFunc(ctx, stop)
-	var err error
-	if len(os.Args) > 1 && os.Args[1] == "demo" {
-		err = runDemo(ctx, os.Args[2:], os.Getenv, os.Stdout, os.Stderr)
-	} else {
-		err = run(ctx, os.Args[1:], os.Getenv, os.Stderr)
-	}
-	if err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return
+	if err := dispatch(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr); err != nil {
+		// One line per problem, each naming the setting as it was written.
+		for _, line := range strings.Split(err.Error(), "\n") {
+			fmt.Fprintln(os.Stderr, "phasegate:", line)
 		}
-		fmt.Fprintln(os.Stderr, "phasegate:", err)
 		os.Exit(1)
 	}
 }
 
+// dispatch runs the subcommand args name: the gateway by default, demo, or
+// help. A request for help or the version is answered on stdout and is no
+// error.
+func dispatch(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	var err error
+	switch {
+	case len(args) > 0 && args[0] == "demo":
+		err = runDemo(ctx, args[1:], getenv, stdout, stderr)
+	case len(args) > 0 && args[0] == "help":
+		if len(args) > 1 && args[1] == "demo" {
+			_, err = parseOptions(demoCommand, []string{"--help"}, getenv, stdout)
+		} else {
+			_, err = parseOptions(serveCommand, []string{"--help"}, getenv, stdout)
+		}
+	default:
+		err = run(ctx, args, getenv, stdout, stderr)
+	}
+	if errors.Is(err, flag.ErrHelp) {
+		return nil
+	}
+	return err
+}
+
 // listening, when set, is told the address the server listens on.
 var listening func(net.Addr)
+
+// readHeaderTimeout bounds the wait for a request's headers, so a client
+// that opens a connection and never finishes its headers cannot hold it.
+// Tests lower it.
+var readHeaderTimeout = 10 * time.Second
 
 // run serves until ctx ends, then shuts down gracefully: /readyz answers
 // 503 for the drain delay while the listener still accepts and serves, so
 // a load balancer takes the gateway out of rotation before connections are
 // refused; then the listener closes and in-flight requests get the
 // shutdown timeout to finish.
-func run(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer) error {
-	o, err := parseOptions(args, getenv, stderr)
+func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	o, err := parseOptions(serveCommand, args, getenv, stdout)
 	if err != nil {
 		return err
 	}
@@ -79,7 +102,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	}
 	srv := &http.Server{
 		Handler:           h,
-		ReadHeaderTimeout: 10 * time.Second,
+		ReadHeaderTimeout: readHeaderTimeout,
 		IdleTimeout:       2 * time.Minute,
 		// No WriteTimeout: it would cut long streams. Each request is
 		// bounded by REQUEST_TIMEOUT instead.
@@ -92,6 +115,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		log.Warn("no provider configured: serving the built-in SIMULATED model for every model name; set DEEPSEEK_API_KEY or OPENAI_API_KEY (or PROVIDERS) to reach a real one")
 	}
 	log.Info("phasegate listening", "addr", ln.Addr().String(), "providers", names, "two_stage", o.twoStage)
+	if p, ok := o.sources["PORT"]; ok {
+		log.Info("listening on PORT, as LISTEN_ADDR is not set", "port", p.raw)
+	}
 	if listening != nil {
 		listening(ln.Addr())
 	}

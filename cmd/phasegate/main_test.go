@@ -22,6 +22,8 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	// TestRunReadHeaderTimeout waits this long; the gateway's own is 10s.
+	readHeaderTimeout = time.Second
 	goleak.VerifyTestMain(m)
 }
 
@@ -103,7 +105,7 @@ func start(t *testing.T, args []string, e map[string]string) *gateway {
 		addrc := make(chan net.Addr, 1)
 		listening = func(a net.Addr) { addrc <- a }
 		defer func() { listening = nil }()
-		go func() { g.done <- run(ctx, args, env(full), g.log) }()
+		go func() { g.done <- run(ctx, args, env(full), io.Discard, g.log) }()
 		select {
 		case a := <-addrc:
 			g.addr = a.String()
@@ -525,7 +527,7 @@ func TestRunReadHeaderTimeout(t *testing.T) {
 	if _, err := io.WriteString(conn, "GET /healthz HTTP/1.1\r\nHost: x\r\n"); err != nil {
 		t.Fatal(err)
 	}
-	_ = conn.SetReadDeadline(time.Now().Add(10*time.Second + wait))
+	_ = conn.SetReadDeadline(time.Now().Add(readHeaderTimeout + wait))
 	_, err = io.ReadAll(conn)
 	var ne net.Error
 	if errors.As(err, &ne) && ne.Timeout() {
@@ -551,7 +553,7 @@ func TestRunFails(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			err := run(testContext(t), nil, env(tt.env), io.Discard)
+			err := run(testContext(t), nil, env(tt.env), io.Discard, io.Discard)
 			if err == nil || !strings.Contains(err.Error(), tt.wantIn) {
 				t.Errorf("run = %v, want an error naming %q", err, tt.wantIn)
 			}

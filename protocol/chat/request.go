@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"reflect"
+	"strings"
 )
 
 // Request is a chat completion request: the raw top-level fields in their
@@ -36,11 +38,15 @@ type Request struct {
 // *Error with status 400.
 func ParseRequest(body []byte) (*Request, error) {
 	r := &Request{fields: make(map[string]json.RawMessage, 16)}
+	if len(bytes.TrimSpace(body)) == 0 {
+		// Nothing was sent, so the first required parameter is missing.
+		return nil, InvalidRequest("model", "the request body is empty: send a JSON object with \"model\" and \"messages\"")
+	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.UseNumber()
 	tok, err := dec.Token()
 	if err != nil {
-		return nil, InvalidRequest("", "request body is not valid JSON: %v", err)
+		return nil, notJSON(err)
 	}
 	if d, ok := tok.(json.Delim); !ok || d != '{' {
 		return nil, InvalidRequest("", "request body must be a JSON object")
@@ -48,12 +54,14 @@ func ParseRequest(body []byte) (*Request, error) {
 	for dec.More() {
 		tok, err := dec.Token()
 		if err != nil {
-			return nil, InvalidRequest("", "request body is not valid JSON: %v", err)
+			return nil, notJSON(err)
 		}
 		key, _ := tok.(string)
 		var raw json.RawMessage
 		if err := dec.Decode(&raw); err != nil {
-			return nil, InvalidRequest(key, "request body is not valid JSON: %v", err)
+			// A syntax error is the body's, not one parameter's: param
+			// stays null, as OpenAI answers for a body it cannot parse.
+			return nil, notJSON(err)
 		}
 		if _, dup := r.fields[key]; !dup {
 			r.keys = append(r.keys, key)
@@ -61,7 +69,7 @@ func ParseRequest(body []byte) (*Request, error) {
 		r.fields[key] = raw
 	}
 	if _, err := dec.Token(); err != nil {
-		return nil, InvalidRequest("", "request body is not valid JSON: %v", err)
+		return nil, notJSON(err)
 	}
 	if _, err := dec.Token(); err != io.EOF {
 		return nil, InvalidRequest("", "request body has data after the JSON object")
@@ -80,20 +88,58 @@ func (r *Request) decodeViews() error {
 	if !ok || isNull(raw) {
 		return InvalidRequest("messages", "missing required parameter: 'messages'")
 	}
+	// Decoded in one go; only a request that fails is looked at element by
+	// element, to say what is wrong with it.
 	r.Messages = nil
-	if err := r.decode("messages", &r.Messages); err != nil {
-		return err
+	if err := json.Unmarshal(raw, &r.Messages); err != nil {
+		return elementsError("messages", "message", raw, err)
 	}
 	if len(r.Messages) == 0 {
-		return InvalidRequest("messages", "'messages' must contain at least one message")
+		return InvalidRequest("messages", "messages must contain at least one message")
 	}
 	for i, m := range r.Messages {
 		if m.Role == "" {
-			return InvalidRequest(fmt.Sprintf("messages[%d].role", i), "missing required parameter: 'messages[%d].role'", i)
+			param := fmt.Sprintf("messages[%d]", i)
+			return InvalidRequest(param+".role", "%s has no role: every message needs one (system, user, assistant or tool)", param)
 		}
 	}
 	r.Tools = nil
-	return r.decode("tools", &r.Tools)
+	raw, ok = r.fields["tools"]
+	if !ok || isNull(raw) {
+		return nil
+	}
+	if err := json.Unmarshal(raw, &r.Tools); err != nil {
+		return elementsError("tools", "tool", raw, err)
+	}
+	return nil
+}
+
+// elementsError says what is wrong with the array of objects at key (the
+// messages, the tools), of which each element is a what, given the error
+// decoding it: the array itself, or the first element that is not an
+// object or holds a value of the wrong kind.
+func elementsError(key, what string, raw json.RawMessage, err error) *Error {
+	var items []json.RawMessage
+	if json.Unmarshal(raw, &items) != nil {
+		return InvalidRequest(key, "%s must be an array of %s objects, not %s", key, what, jsonKind(raw))
+	}
+	for i, item := range items {
+		param := fmt.Sprintf("%s[%d]", key, i)
+		if isNull(item) && what == "message" {
+			return InvalidRequest(param+".role", "%s has no role: every message needs one (system, user, assistant or tool)", param)
+		}
+		if item[0] != '{' {
+			return InvalidRequest(param, "%s must be a %s object, not %s", param, what, jsonKind(item))
+		}
+		var v any = &Message{}
+		if what == "tool" {
+			v = &Tool{}
+		}
+		if err := json.Unmarshal(item, v); err != nil {
+			return typeError(param, err)
+		}
+	}
+	return typeError(key, err)
 }
 
 // decodeScalars refreshes the views of the scalar fields.
@@ -146,9 +192,90 @@ func (r *Request) decode(key string, v any) error {
 		return nil
 	}
 	if err := json.Unmarshal(raw, v); err != nil {
-		return InvalidRequest(key, "invalid value for '%s': %v", key, err)
+		return typeError(key, err)
 	}
 	return nil
+}
+
+// notJSON is the error for a body that does not parse.
+func notJSON(err error) *Error {
+	var se *json.SyntaxError
+	if errors.As(err, &se) {
+		return InvalidRequest("", "the request body is not valid JSON: %v (at byte %d)", se, se.Offset)
+	}
+	if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
+		return InvalidRequest("", "the request body is not valid JSON: it ends before the JSON object does")
+	}
+	return InvalidRequest("", "the request body is not valid JSON: %v", err)
+}
+
+// typeError turns a decoding error of the value at param into what is
+// wrong in the request's own terms: the parameter and the JSON it must be,
+// never a Go type.
+func typeError(param string, err error) *Error {
+	var te *json.UnmarshalTypeError
+	if !errors.As(err, &te) {
+		return InvalidRequest(param, "%s is not valid: %v", param, err)
+	}
+	if te.Field != "" {
+		param += "." + te.Field
+	}
+	return InvalidRequest(param, "%s must be %s, not %s", param, jsonType(te.Type), article(te.Value))
+}
+
+// jsonType names the JSON a Go type decodes from.
+func jsonType(t reflect.Type) string {
+	switch t.Kind() {
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "true or false"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "a whole number"
+	case reflect.Float32, reflect.Float64:
+		return "a number"
+	case reflect.Slice, reflect.Array:
+		return "an array"
+	case reflect.Pointer:
+		return jsonType(t.Elem())
+	}
+	return "an object"
+}
+
+// jsonKind names the kind of a raw JSON value, with its article.
+func jsonKind(raw json.RawMessage) string {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 {
+		return "nothing"
+	}
+	switch raw[0] {
+	case '"':
+		return "a string"
+	case '{':
+		return "an object"
+	case '[':
+		return "an array"
+	case 't', 'f':
+		return "a boolean"
+	case 'n':
+		return "null"
+	}
+	return "a number"
+}
+
+// article puts an article before a JSON kind as encoding/json names it
+// ("string", "number 1.5", "object").
+func article(v string) string {
+	switch {
+	case v == "" || v == "null":
+		return "null"
+	case strings.HasPrefix(v, "number "):
+		return "a number (" + strings.TrimPrefix(v, "number ") + ")"
+	case v[0] == 'a' || v[0] == 'o':
+		return "an " + v
+	}
+	return "a " + v
 }
 
 func isNull(raw json.RawMessage) bool {

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -27,29 +28,37 @@ func TestParseRequestErrors(t *testing.T) {
 		name      string
 		body      string
 		wantParam any
+		// wantIn, when set, is what the message must say.
+		wantIn string
 	}{
-		{name: "empty", body: ``},
+		{name: "empty", body: ``, wantParam: "model", wantIn: "the request body is empty"},
+		{name: "blank", body: " \n", wantParam: "model", wantIn: "the request body is empty"},
 		{name: "not JSON", body: `hello`},
 		{name: "array", body: `[]`},
 		{name: "string", body: `"x"`},
 		{name: "unterminated", body: `{"model":"m"`},
-		{name: "bad value", body: `{"model":"m","messages":[` + user + `],"x":tru}`, wantParam: "x"},
+		{name: "bad value", body: `{"model":"m","messages":[` + user + `],"x":tru}`, wantIn: "not valid JSON"},
+		{name: "bad messages JSON", body: `{"model":"m","messages":[{"role":"user",]}`, wantIn: "not valid JSON"},
 		{name: "trailing data", body: `{"model":"m","messages":[` + user + `]} {}`},
 		{name: "no model", body: `{"messages":[` + user + `]}`, wantParam: "model"},
 		{name: "null model", body: `{"model":null,"messages":[` + user + `]}`, wantParam: "model"},
 		{name: "empty model", body: `{"model":"","messages":[` + user + `]}`, wantParam: "model"},
-		{name: "model not a string", body: `{"model":1,"messages":[` + user + `]}`, wantParam: "model"},
-		{name: "stream not a bool", body: `{"model":"m","stream":"yes","messages":[` + user + `]}`, wantParam: "stream"},
+		{name: "model not a string", body: `{"model":1,"messages":[` + user + `]}`, wantParam: "model", wantIn: "model must be a string, not a number"},
+		{name: "stream not a bool", body: `{"model":"m","stream":"yes","messages":[` + user + `]}`, wantParam: "stream", wantIn: "stream must be true or false, not a string"},
 		{name: "no messages", body: `{"model":"m"}`, wantParam: "messages"},
 		{name: "null messages", body: `{"model":"m","messages":null}`, wantParam: "messages"},
 		{name: "empty messages", body: `{"model":"m","messages":[]}`, wantParam: "messages"},
-		{name: "messages not an array", body: `{"model":"m","messages":{}}`, wantParam: "messages"},
-		{name: "message not an object", body: `{"model":"m","messages":["hi"]}`, wantParam: "messages"},
+		{name: "messages not an array", body: `{"model":"m","messages":{}}`, wantParam: "messages", wantIn: "messages must be an array of message objects, not an object"},
+		{name: "messages a string", body: `{"model":"m","messages":"hi"}`, wantParam: "messages", wantIn: "messages must be an array of message objects, not a string"},
+		{name: "message not an object", body: `{"model":"m","messages":["hi"]}`, wantParam: "messages[0]", wantIn: "messages[0] must be a message object, not a string"},
+		{name: "role not a string", body: `{"model":"m","messages":[{"role":1}]}`, wantParam: "messages[0].role", wantIn: "messages[0].role must be a string"},
+		{name: "tool calls not an array", body: `{"model":"m","messages":[{"role":"assistant","tool_calls":{}}]}`, wantParam: "messages[0].tool_calls", wantIn: "must be an array"},
 		{name: "null message", body: `{"model":"m","messages":[null]}`, wantParam: "messages[0].role"},
 		{name: "message without role", body: `{"model":"m","messages":[` + user + `,{"content":"x"}]}`, wantParam: "messages[1].role"},
-		{name: "tools not an array", body: `{"model":"m","messages":[` + user + `],"tools":{}}`, wantParam: "tools"},
-		{name: "n not a number", body: `{"model":"m","messages":[` + user + `],"n":"2"}`, wantParam: "n"},
-		{name: "max_tokens fractional", body: `{"model":"m","messages":[` + user + `],"max_tokens":1.5}`, wantParam: "max_tokens"},
+		{name: "tools not an array", body: `{"model":"m","messages":[` + user + `],"tools":{}}`, wantParam: "tools", wantIn: "tools must be an array of tool objects"},
+		{name: "tool not an object", body: `{"model":"m","messages":[` + user + `],"tools":["get_weather"]}`, wantParam: "tools[0]", wantIn: "tools[0] must be a tool object"},
+		{name: "n not a number", body: `{"model":"m","messages":[` + user + `],"n":"2"}`, wantParam: "n", wantIn: "n must be a whole number, not a string"},
+		{name: "max_tokens fractional", body: `{"model":"m","messages":[` + user + `],"max_tokens":1.5}`, wantParam: "max_tokens", wantIn: "max_tokens must be a whole number, not a number (1.5)"},
 		{name: "stream_options not an object", body: `{"model":"m","messages":[` + user + `],"stream_options":true}`, wantParam: "stream_options"},
 	}
 	for _, tt := range tests {
@@ -67,6 +76,15 @@ func TestParseRequestErrors(t *testing.T) {
 			}
 			if e.Param != tt.wantParam {
 				t.Errorf("param = %v, want %v", e.Param, tt.wantParam)
+			}
+			if !strings.Contains(e.Message, tt.wantIn) {
+				t.Errorf("message = %q, want it to say %q", e.Message, tt.wantIn)
+			}
+			// The client wrote JSON: no Go type may show.
+			for _, goTerm := range []string{"Go value", "Go struct", "[]chat", "chat.", "json:", "int64", "float64"} {
+				if strings.Contains(e.Message, goTerm) {
+					t.Errorf("message = %q names a Go type (%q)", e.Message, goTerm)
+				}
 			}
 		})
 	}
