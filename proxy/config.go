@@ -110,6 +110,14 @@ type Config struct {
 	Retry protocol.Retry
 }
 
+// Retry is DefaultRetry with attempts new calls and waits of at most
+// maxWait.
+func Retry(attempts int, maxWait time.Duration) protocol.Retry {
+	r := DefaultRetry
+	r.Attempts, r.MaxWait = attempts, maxWait
+	return r
+}
+
 // DefaultPassThrough are the endpoints passed through with the gateway's
 // own keys by default: read-only and inference ones. Files, batches,
 // fine-tunes and deletions would open the operator's account to anyone

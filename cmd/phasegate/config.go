@@ -104,6 +104,10 @@ var settings = []setting{
 	{env: "UPSTREAM_FIRST_BYTE_TIMEOUT", def: proxy.DefaultTimeouts.FirstByte.String(), kind: kindDuration, help: "bound on the wait for an upstream's headers and first event (keep-alive comments do not count)"},
 	{env: "UPSTREAM_IDLE_TIMEOUT", def: proxy.DefaultTimeouts.Idle.String(), kind: kindDuration, help: "bound on the gap between two events of an upstream stream (keep-alive comments do not reset it)"},
 	{env: "REQUEST_TIMEOUT", def: proxy.DefaultTimeouts.Request.String(), kind: kindDuration, help: "bound on one whole client request"},
+	{env: "UPSTREAM_RETRIES", def: strconv.Itoa(proxy.DefaultRetry.Attempts), kind: kindInt, help: "new attempts of an upstream call that failed before any byte reached the client in a way safe to retry (connect failure, first-byte timeout, 429, 5xx), with jittered exponential backoff; 0 retries nothing"},
+	{env: "UPSTREAM_RETRY_MAX_WAIT", def: proxy.DefaultRetry.MaxWait.String(), kind: kindDuration, help: "longest wait before a retry; an upstream's Retry-After longer than this is not waited for"},
+	{env: "PHASEGATE_API_KEYS", kind: kindSecret, help: "client keys, comma-separated, each KEY or KEY:PROJECT; when set, a request must present one as a bearer token (never sent upstream), and a key's project replaces X-Project-Id"},
+	{env: "PASSTHROUGH_ENDPOINTS", def: strings.Join(trimSlashes(proxy.DefaultPassThrough), ","), kind: kindList, help: "other /v1 endpoints passed through with the gateway's own key, comma-separated (path prefixes such as embeddings); * allows any; a client calling with its own key reaches any"},
 	{env: "SHUTDOWN_DRAIN_DELAY", def: "5s", kind: kindDuration, help: "on SIGTERM or SIGINT, how long /readyz answers 503 while the gateway still accepts and serves, so a load balancer stops sending before the listener closes; 0 closes it at once"},
 	{env: "SHUTDOWN_TIMEOUT", def: "30s", kind: kindDuration, help: "how long a shutdown waits for in-flight streams, once the drain delay is over"},
 	{env: "LOG_LEVEL", def: "info", kind: kindChoice, choices: []string{"debug", "info", "warn", "error"}, help: "debug, info, warn or error"},
@@ -694,6 +698,9 @@ func resolve(v map[string]value, fc fileConfig) (options, error) {
 	pc := proxy.Config{
 		MaxBodyBytes:  int64(num("MAX_BODY_BYTES")),
 		MaxEventBytes: num("MAX_EVENT_BYTES"),
+		Retry:         proxy.Retry(num("UPSTREAM_RETRIES"), dur("UPSTREAM_RETRY_MAX_WAIT")),
+		ClientKeys:    clientKeys(v["PHASEGATE_API_KEYS"].raw),
+		PassThrough:   list(v["PASSTHROUGH_ENDPOINTS"].raw),
 		Timeouts: proxy.Timeouts{
 			Connect:   dur("UPSTREAM_CONNECT_TIMEOUT"),
 			FirstByte: dur("UPSTREAM_FIRST_BYTE_TIMEOUT"),
@@ -805,6 +812,29 @@ func list(s string) []string {
 		if item = strings.TrimSpace(item); item != "" {
 			out = append(out, item)
 		}
+	}
+	return out
+}
+
+// clientKeys reads PHASEGATE_API_KEYS: comma-separated keys, each KEY or
+// KEY:PROJECT.
+func clientKeys(raw string) []proxy.ClientKey {
+	var keys []proxy.ClientKey
+	for _, item := range strings.Split(raw, ",") {
+		item = strings.TrimSpace(item)
+		if item == "" {
+			continue
+		}
+		key, project, _ := strings.Cut(item, ":")
+		keys = append(keys, proxy.ClientKey{Key: proxy.Secret(strings.TrimSpace(key)), Project: strings.TrimSpace(project)})
+	}
+	return keys
+}
+
+func trimSlashes(paths []string) []string {
+	out := make([]string, len(paths))
+	for i, p := range paths {
+		out[i] = strings.Trim(p, "/")
 	}
 	return out
 }

@@ -560,3 +560,48 @@ func TestRunFails(t *testing.T) {
 		})
 	}
 }
+
+// TestRunClientKeys: PHASEGATE_API_KEYS gates the gateway: without one of
+// its keys a request gets a 401, with one the simulated model answers, a
+// key's project is the request's, and no key reaches the log.
+func TestRunClientKeys(t *testing.T) {
+	const key, projectKey = "pg-test-key-alpha", "pg-test-key-beta"
+	g := start(t, nil, map[string]string{"PHASEGATE_API_KEYS": key + ", " + projectKey + ":proj-beta"})
+	ask := func(auth string) *http.Response {
+		req, err := http.NewRequest(http.MethodPost, g.url+"/v1/chat/completions",
+			strings.NewReader(`{"model":"phasegate-sim","messages":[{"role":"user","content":"hi"}]}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("X-Project-Id", "proj-forged")
+		if auth != "" {
+			req.Header.Set("Authorization", "Bearer "+auth)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp
+	}
+	if resp := ask(""); resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("without a key: %d, want 401", resp.StatusCode)
+	}
+	if resp := ask("sk-someone-else"); resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("with a wrong key: %d, want 401", resp.StatusCode)
+	}
+	if resp := ask(key); resp.StatusCode != http.StatusOK || resp.Header.Get("X-Phasegate-Project-Id") != "proj-forged" {
+		t.Errorf("with a key: %d, project %q; want 200 and the client's project", resp.StatusCode, resp.Header.Get("X-Phasegate-Project-Id"))
+	}
+	if resp := ask(projectKey); resp.StatusCode != http.StatusOK || resp.Header.Get("X-Phasegate-Project-Id") != "proj-beta" {
+		t.Errorf("with a project's key: %d, project %q; want 200 and proj-beta", resp.StatusCode, resp.Header.Get("X-Phasegate-Project-Id"))
+	}
+	if err := g.stop(t); err != nil {
+		t.Fatal(err)
+	}
+	if log := g.log.String(); strings.Contains(log, key) || strings.Contains(log, projectKey) {
+		t.Errorf("a client key reached the log:\n%s", log)
+	}
+}
