@@ -245,7 +245,9 @@ func (h *Handler) serveChat(w http.ResponseWriter, r *http.Request, proto string
 		done(outcome(err))
 		return
 	}
-	done(c.serve(ctx))
+	o := c.serve(ctx)
+	h.metrics.Overhead(c.strategy.Name(), c.provider.Name, time.Since(c.start)-c.upstreamWait)
+	done(o)
 }
 
 // chatRequest is one chat completion request on its way through the
@@ -263,6 +265,12 @@ type chatRequest struct {
 	// reasoning remembers the reasoning of the response's tool calls for
 	// DeepSeek's thinking mode; nil when the request is not in it.
 	reasoning *reasoningRecorder
+	// upstreamWait is the time spent waiting on upstream calls (see
+	// timedUpstream); the rest of the request's time is the gateway's.
+	upstreamWait time.Duration
+	// firstToken reports that the first token reached the client and its
+	// time was recorded.
+	firstToken bool
 }
 
 // pick chooses the strategy of proto; false when the route is off, which
@@ -358,8 +366,9 @@ func (c *chatRequest) serve(ctx context.Context) metrics.Outcome {
 	} else {
 		out = &jsonSink{w: c.w}
 	}
-	c.x.Meter = &requestMeter{m: h.metrics, provider: c.provider.Name, model: c.x.Request.Model, tokens: h.tokens, learn: !c.provider.Simulated}
-	c.x.Upstream = &timedUpstream{m: h.metrics, provider: c.provider.Name, next: &upstream{
+	c.x.Meter = &requestMeter{m: h.metrics, provider: c.provider.Name, model: c.x.Request.Model, label: h.metrics.ModelLabel(c.x.Request.Model),
+		tokens: h.tokens, learn: !c.provider.Simulated}
+	c.x.Upstream = &timedUpstream{m: h.metrics, provider: c.provider.Name, wait: &c.upstreamWait, next: &upstream{
 		client:    h.client,
 		cfg:       &h.cfg,
 		provider:  c.provider,
@@ -367,7 +376,7 @@ func (c *chatRequest) serve(ctx context.Context) metrics.Outcome {
 		requestID: c.id,
 		onComment: func(line []byte) { _ = out.comment(line) },
 	}}
-	status, err := h.pump(ctx, c.strategy, c.x, c.w, out, c.reasoning)
+	status, err := c.pump(ctx, c.strategy, out)
 	if f := protocol.Classify(err); err != nil && f.Guard && !out.committed() {
 		c.log.Error("guard failed; serving through the standard protocol", "error", err)
 		if h.tracer != nil {
@@ -376,7 +385,7 @@ func (c *chatRequest) serve(ctx context.Context) metrics.Outcome {
 		h.metrics.Fallback()
 		c.w.Header().Set("X-Phasegate-Protocol", h.standard.Name())
 		c.w.Header().Set("X-Phasegate-Fallback", ProtocolTwoStage)
-		status, err = h.pump(ctx, h.standard, c.x, c.w, out, c.reasoning)
+		status, err = c.pump(ctx, h.standard, out)
 	}
 	if err == nil {
 		c.log.Info("request served", "status", status, "duration", time.Since(c.start))
@@ -410,11 +419,13 @@ func (c *chatRequest) fail(err error) metrics.Outcome {
 	return f.Outcome
 }
 
-// pump writes the events of one strategy run to out, and tells rec (when
-// set) what the response said. It returns the status written and the error
-// that ended the run, if any.
-func (h *Handler) pump(ctx context.Context, strategy protocol.Strategy, x *protocol.Exchange, w http.ResponseWriter, out sink, rec *reasoningRecorder) (int, error) {
-	for ev, err := range strategy.Run(ctx, x) {
+// pump writes the events of one strategy run to out, tells c.reasoning
+// (when set) what the response said and records the time of the first
+// token. It returns the status written and the error that ended the run,
+// if any.
+func (c *chatRequest) pump(ctx context.Context, strategy protocol.Strategy, out sink) (int, error) {
+	w, rec := c.w, c.reasoning
+	for ev, err := range strategy.Run(ctx, c.x) {
 		if err != nil {
 			return 0, err
 		}
@@ -425,6 +436,9 @@ func (h *Handler) pump(ctx context.Context, strategy protocol.Strategy, x *proto
 		case protocol.KindChunk:
 			rec.chunk(ev.Data)
 			werr = out.chunk(ev.Data, ev.Ext)
+			if !c.firstToken && werr == nil && out.committed() && chat.HasToken(ev.Data) {
+				c.tokenWritten()
+			}
 		case protocol.KindDone:
 			rec.remember()
 			werr = out.done()
@@ -435,6 +449,7 @@ func (h *Handler) pump(ctx context.Context, strategy protocol.Strategy, x *proto
 			_, _ = w.Write(ev.Data) // a failed write means the client left; the status stands
 			if ev.Status == http.StatusOK {
 				rec.whole(ev.Data)
+				c.tokenWritten()
 			}
 			return ev.Status, nil
 		}
@@ -450,7 +465,16 @@ func (h *Handler) pump(ctx context.Context, strategy protocol.Strategy, x *proto
 	if err := out.finish(); err != nil {
 		return 0, &protocol.GuardError{Err: err}
 	}
+	c.tokenWritten() // a stream's first token came before; a whole answer's is now
 	return http.StatusOK, nil
+}
+
+// tokenWritten records the time to the first token, once.
+func (c *chatRequest) tokenWritten() {
+	if !c.firstToken {
+		c.firstToken = true
+		c.h.metrics.FirstToken(c.strategy.Name(), c.provider.Name, time.Since(c.start))
+	}
 }
 
 // headerCount reads a header that holds a whole number of 1 or more; 0

@@ -132,16 +132,16 @@ func newHandler(o options, log *slog.Logger) (*proxy.Handler, error) {
 	for _, p := range o.proxy.Providers {
 		names = append(names, p.Name)
 	}
-	m := metrics.New(reg, names)
-	counter, err := tokens.New(o.tokens)
-	if err != nil {
-		return nil, fmt.Errorf("token counter: %w", err)
-	}
 	models := make([]string, 0, len(o.tokens.Models))
 	for name := range o.tokens.Models {
 		models = append(models, name)
 	}
 	sort.Strings(models)
+	m := metrics.New(reg, names, models...)
+	counter, err := tokens.New(o.tokens)
+	if err != nil {
+		return nil, fmt.Errorf("token counter: %w", err)
+	}
 	metrics.RegisterTokenRatios(reg, models, counter.Ratio)
 	tracer := metrics.NewTraceLog(log)
 	opts := proxy.Options{Logger: log, Transport: tr, DefaultProtocol: o.defaultProtocol, Tracer: tracer,
