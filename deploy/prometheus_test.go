@@ -2,10 +2,10 @@ package deploy_test
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"crypto/rand"
 	"io"
 	"net"
 	"net/http"

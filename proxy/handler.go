@@ -20,6 +20,8 @@ import (
 	"github.com/gin-gonic/gin"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/phasegate/phasegate/deepseek"
 	"github.com/phasegate/phasegate/metrics"
@@ -61,6 +63,13 @@ type Options struct {
 	// Tokens fits every request to its model's context window; nil sends
 	// histories as they come.
 	Tokens *tokens.Counter
+	// TracerProvider, when set, traces every chat completion request: a
+	// span per request (a child of the client's traceparent, if any), a
+	// child span per upstream call, the guard's decisions as events of the
+	// request's span (through Tracer), and the call's traceparent sent
+	// upstream in place of the client's. Nil traces nothing and passes a
+	// client's traceparent on as it came.
+	TracerProvider trace.TracerProvider
 	// Thinking, when set, repairs requests to the deepseek provider for
 	// its thinking mode and remembers the reasoning of the tool calls it
 	// serves; nil turns the repairs off.
@@ -81,8 +90,11 @@ type Handler struct {
 	gatherer prometheus.Gatherer
 	tokens   *tokens.Counter
 	thinking *deepseek.ReasoningMemory
-	draining atomic.Bool
-	engine   *gin.Engine
+	// otel is nil when tracing is off.
+	otel       trace.Tracer
+	propagator propagation.TextMapPropagator
+	draining   atomic.Bool
+	engine     *gin.Engine
 }
 
 // New builds a Handler from a validated config.
@@ -121,6 +133,10 @@ func New(cfg Config, opts Options) (*Handler, error) {
 		}
 		h.metrics, h.gatherer = metrics.New(reg, names), reg
 		h.standard = protocol.Standard{Tracer: opts.Tracer, Metrics: h.metrics}
+	}
+	if opts.TracerProvider != nil {
+		h.otel = opts.TracerProvider.Tracer("github.com/phasegate/phasegate/proxy")
+		h.propagator = propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{})
 	}
 	if h.deflt == "" || h.twoStage == nil {
 		h.deflt = ProtocolStandard
@@ -229,25 +245,32 @@ func (h *Handler) serveChat(w http.ResponseWriter, r *http.Request, proto string
 	if !c.pick(proto) {
 		return
 	}
-	done := h.metrics.RequestStarted(c.strategy.Name())
+	started := h.metrics.RequestStarted(c.strategy.Name())
 	ctx := r.Context()
+	if h.otel != nil {
+		ctx = c.startTrace(ctx)
+	}
+	done := func(o metrics.Outcome, err error) {
+		c.trace.end(o, err)
+		started(o)
+	}
 	if d := h.cfg.Timeouts.Request; d > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeoutCause(ctx, d, ErrRequestTimeout)
 		defer cancel()
 	}
-	outcome := c.fail
 	if err := c.prepare(); err != nil {
-		done(outcome(err))
+		done(c.fail(err), err)
 		return
 	}
+	c.trace.prepared(c.provider.Name, c.x.Request.Model, c.strategy.Name())
 	if err := c.fit(); err != nil {
-		done(outcome(err))
+		done(c.fail(err), err)
 		return
 	}
 	o := c.serve(ctx)
 	h.metrics.Overhead(c.strategy.Name(), c.provider.Name, time.Since(c.start)-c.upstreamWait)
-	done(o)
+	done(o, nil)
 }
 
 // chatRequest is one chat completion request on its way through the
@@ -271,6 +294,8 @@ type chatRequest struct {
 	// firstToken reports that the first token reached the client and its
 	// time was recorded.
 	firstToken bool
+	// trace is nil when tracing is off.
+	trace *requestTrace
 }
 
 // pick chooses the strategy of proto; false when the route is off, which
@@ -367,14 +392,15 @@ func (c *chatRequest) serve(ctx context.Context) metrics.Outcome {
 		out = &jsonSink{w: c.w}
 	}
 	c.x.Meter = &requestMeter{m: h.metrics, provider: c.provider.Name, model: c.x.Request.Model, label: h.metrics.ModelLabel(c.x.Request.Model),
-		tokens: h.tokens, learn: !c.provider.Simulated}
-	c.x.Upstream = &timedUpstream{m: h.metrics, provider: c.provider.Name, wait: &c.upstreamWait, next: &upstream{
-		client:    h.client,
-		cfg:       &h.cfg,
-		provider:  c.provider,
-		header:    forwardHeader(c.r.Header),
-		requestID: c.id,
-		onComment: func(line []byte) { _ = out.comment(line) },
+		tokens: h.tokens, learn: !c.provider.Simulated, trace: c.trace}
+	c.x.Upstream = &timedUpstream{m: h.metrics, provider: c.provider.Name, wait: &c.upstreamWait, trace: c.trace, next: &upstream{
+		propagator: h.propagator,
+		client:     h.client,
+		cfg:        &h.cfg,
+		provider:   c.provider,
+		header:     forwardHeader(c.r.Header),
+		requestID:  c.id,
+		onComment:  func(line []byte) { _ = out.comment(line) },
 	}}
 	status, err := c.pump(ctx, c.strategy, out)
 	if f := protocol.Classify(err); err != nil && f.Guard && !out.committed() {
@@ -435,6 +461,7 @@ func (c *chatRequest) pump(ctx context.Context, strategy protocol.Strategy, out 
 			out.header(ev.Header)
 		case protocol.KindChunk:
 			rec.chunk(ev.Data)
+			c.trace.written(ev.Data)
 			werr = out.chunk(ev.Data, ev.Ext)
 			if !c.firstToken && werr == nil && out.committed() && chat.HasToken(ev.Data) {
 				c.tokenWritten()
@@ -449,6 +476,7 @@ func (c *chatRequest) pump(ctx context.Context, strategy protocol.Strategy, out 
 			_, _ = w.Write(ev.Data) // a failed write means the client left; the status stands
 			if ev.Status == http.StatusOK {
 				rec.whole(ev.Data)
+				c.trace.written(ev.Data)
 				c.tokenWritten()
 			}
 			return ev.Status, nil

@@ -23,9 +23,14 @@ type timedUpstream struct {
 	m        *metrics.Metrics
 	provider string
 	wait     *time.Duration
+	// trace, when set, gets a span for each call.
+	trace *requestTrace
 }
 
 func (u *timedUpstream) Send(ctx context.Context, req *chat.Request) (*protocol.Response, error) {
+	if u.trace != nil {
+		ctx = u.trace.startCall(ctx, u.provider, req.Model)
+	}
 	start := time.Now()
 	resp, err := u.next.Send(ctx, req)
 	d := time.Since(start)
@@ -36,7 +41,32 @@ func (u *timedUpstream) Send(ctx context.Context, req *chat.Request) (*protocol.
 			resp.Events = timedEvents(resp.Events, u.wait)
 		}
 	}
+	if u.trace != nil {
+		u.traced(resp, err)
+	}
 	return resp, err
+}
+
+// traced follows the call's answer in its span: finish reasons, failure,
+// the time it was released.
+func (u *timedUpstream) traced(resp *protocol.Response, err error) {
+	t := u.trace
+	switch {
+	case err != nil:
+		t.callFailed(err)
+		t.callClosed()
+	case resp.Events != nil:
+		// Outside the timing: reading finish reasons is the gateway's work.
+		resp.Events = tracedEvents(resp.Events, t)
+		release := resp.Close
+		resp.Close = func() {
+			release()
+			t.callClosed()
+		}
+	default:
+		t.callData(resp.Body)
+		t.callClosed()
+	}
 }
 
 // timedEvents adds to *wait the time each event of events took to come.
@@ -63,6 +93,8 @@ type requestMeter struct {
 	model    string
 	// label is the model label of the request (metrics.ModelLabel).
 	label string
+	// trace, when set, gets the usage of each call.
+	trace *requestTrace
 	// tokens learns from the prompt_tokens upstreams report for prompts
 	// the gateway counted; nil, or learn false (the simulated model, whose
 	// counts are no tokenizer's), learns nothing.
@@ -73,6 +105,7 @@ type requestMeter struct {
 func (r *requestMeter) Usage(u protocol.Usage) {
 	r.m.Tokens(r.provider, u.PromptTokens, u.CompletionTokens, u.Estimated)
 	r.m.ModelTokens(r.label, u.PromptTokens, u.CompletionTokens)
+	r.trace.usage(u)
 	if r.learn && r.tokens != nil && !u.Estimated && u.Prompt.Counted > 0 {
 		r.tokens.Observe(r.model, u.Prompt.Counted, u.PromptTokens)
 	}

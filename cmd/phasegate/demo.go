@@ -47,7 +47,7 @@ func runDemo(ctx context.Context, args []string, getenv func(string) string, std
 		o.repeatableTools = []string{"run_tests"}
 	}
 	o.budgets.maxPhaseCycles = max(o.budgets.maxPhaseCycles, 6)
-	h, err := newHandler(o, newLogger(stderr, o.logLevel))
+	h, err := newHandler(o, newLogger(stderr, o.logLevel), nil)
 	if err != nil {
 		return err
 	}

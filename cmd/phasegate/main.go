@@ -20,6 +20,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
 	"github.com/phasegate/phasegate/deepseek"
 	"github.com/phasegate/phasegate/metrics"
@@ -27,6 +28,7 @@ import (
 	"github.com/phasegate/phasegate/proxy"
 	"github.com/phasegate/phasegate/sim"
 	"github.com/phasegate/phasegate/tokens"
+	"github.com/phasegate/phasegate/tracing"
 )
 
 const (
@@ -69,7 +71,23 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		return err
 	}
 	log := newLogger(stderr, o.logLevel)
-	h, err := newHandler(o, log)
+	tp, err := tracing.FromEnv(ctx, getenv, stderr)
+	if err != nil {
+		return err
+	}
+	if tp != nil {
+		log.Info("tracing on: spans are exported as the OTEL_* environment variables say")
+		defer func() {
+			// The signal ended ctx; flushing the last spans gets its own
+			// bound.
+			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			defer cancel()
+			if err := tp.Shutdown(sctx); err != nil {
+				log.Warn("tracing shutdown", "error", err)
+			}
+		}()
+	}
+	h, err := newHandler(o, log, tp)
 	if err != nil {
 		return err
 	}
@@ -121,7 +139,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	return nil
 }
 
-func newHandler(o options, log *slog.Logger) (*proxy.Handler, error) {
+// newHandler builds the gateway of o; tp, when not nil, traces it.
+func newHandler(o options, log *slog.Logger, tp *sdktrace.TracerProvider) (*proxy.Handler, error) {
 	tr := http.RoundTripper(proxy.NewTransport(o.proxy.Timeouts))
 	if o.simulated {
 		tr = &sim.Transport{Handler: sim.Handler(), Next: tr}
@@ -143,9 +162,14 @@ func newHandler(o options, log *slog.Logger) (*proxy.Handler, error) {
 		return nil, fmt.Errorf("token counter: %w", err)
 	}
 	metrics.RegisterTokenRatios(reg, models, counter.Ratio)
-	tracer := metrics.NewTraceLog(log)
-	opts := proxy.Options{Logger: log, Transport: tr, DefaultProtocol: o.defaultProtocol, Tracer: tracer,
+	var tracer protocol.Tracer = metrics.NewTraceLog(log)
+	opts := proxy.Options{Logger: log, Transport: tr, DefaultProtocol: o.defaultProtocol,
 		PlanMode: len(o.planTools) > 0, Metrics: m, Gatherer: reg, Tokens: counter}
+	if tp != nil {
+		opts.TracerProvider = tp
+		tracer = metrics.Tracers{tracer, tracing.SpanEvents{}}
+	}
+	opts.Tracer = tracer
 	if o.thinkingRepair {
 		opts.Thinking = deepseek.NewReasoningMemory(o.thinkingBytes, o.thinkingTTL)
 	}
