@@ -88,6 +88,10 @@ type Config struct {
 	// MaxResponseBytes bounds a non-streaming upstream body. Default 64 MiB.
 	MaxResponseBytes int64
 	Timeouts         Timeouts
+	// AdminAPIKey, when set, opens the admin routes (GET
+	// /debug/requests/{request_id}) to a client that presents it as a
+	// bearer token; empty keeps them closed (404).
+	AdminAPIKey Secret
 }
 
 // Defaults for Config fields left zero.

@@ -70,6 +70,10 @@ type Options struct {
 	// upstream in place of the client's. Nil traces nothing and passes a
 	// client's traceparent on as it came.
 	TracerProvider trace.TracerProvider
+	// Recent, when set with Config.AdminAPIKey, is served at GET
+	// /debug/requests/{request_id}: the trace events of a recent request.
+	// It must be among the tracers the strategies use to see anything.
+	Recent *metrics.Recent
 	// Thinking, when set, repairs requests to the deepseek provider for
 	// its thinking mode and remembers the reasoning of the tool calls it
 	// serves; nil turns the repairs off.
@@ -90,6 +94,7 @@ type Handler struct {
 	gatherer prometheus.Gatherer
 	tokens   *tokens.Counter
 	thinking *deepseek.ReasoningMemory
+	recent   *metrics.Recent
 	// otel is nil when tracing is off.
 	otel       trace.Tracer
 	propagator propagation.TextMapPropagator
@@ -124,6 +129,7 @@ func New(cfg Config, opts Options) (*Handler, error) {
 		gatherer: opts.Gatherer,
 		tokens:   opts.Tokens,
 		thinking: opts.Thinking,
+		recent:   opts.Recent,
 	}
 	if h.metrics == nil {
 		reg := prometheus.NewRegistry()
@@ -167,6 +173,7 @@ func (h *Handler) routes() *gin.Engine {
 		e.GET(prefix+"/v1/models", func(c *gin.Context) { h.serveModels(c.Writer, c.Request) })
 	}
 	e.GET("/metrics", gin.WrapH(promhttp.HandlerFor(h.gatherer, promhttp.HandlerOpts{})))
+	e.GET("/debug/requests/:id", func(c *gin.Context) { h.serveRecent(c.Writer, c.Request, c.Param("id")) })
 	e.GET("/healthz", func(c *gin.Context) { c.JSON(http.StatusOK, gin.H{"status": "ok"}) })
 	e.GET("/readyz", func(c *gin.Context) {
 		if h.draining.Load() {

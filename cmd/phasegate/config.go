@@ -39,6 +39,7 @@ var settings = []setting{
 	{env: "DEEPSEEK_BASE_URL", def: "https://api.deepseek.com", help: "DeepSeek API root"},
 	{env: "OPENAI_API_KEY", help: "OpenAI key the gateway sends; empty passes the client's own Authorization through", secret: true},
 	{env: "OPENAI_BASE_URL", def: "https://api.openai.com/v1", help: "OpenAI (or any OpenAI-compatible) API root"},
+	{env: "ADMIN_API_KEY", help: "key that opens the admin routes (GET /debug/requests/{request_id}: a recent request's trace events) to a client presenting it as a bearer token; empty keeps them closed", secret: true},
 	{env: "TWO_STAGE_ENABLED", def: "true", help: "enable the two-stage tool-loop guard; false makes /two-stage/... answer 501 and every route pass through"},
 	{env: "DEFAULT_PROTOCOL", def: "two-stage", help: "protocol of /v1/chat/completions: two-stage or standard"},
 	{env: "MAX_PHASE_CYCLES", def: "3", help: "tool executions allowed per user turn before the final answer is forced"},
@@ -294,6 +295,7 @@ func resolve(v map[string]string, explicit map[string]bool, fc fileConfig) (opti
 			Request:   dur("REQUEST_TIMEOUT"),
 		},
 	}
+	pc.AdminAPIKey = proxy.Secret(v["ADMIN_API_KEY"])
 	known := map[string]proxy.Provider{
 		"deepseek": {Name: "deepseek", BaseURL: v["DEEPSEEK_BASE_URL"], APIKey: proxy.Secret(v["DEEPSEEK_API_KEY"])},
 		"openai":   {Name: "openai", BaseURL: v["OPENAI_BASE_URL"], APIKey: proxy.Secret(v["OPENAI_API_KEY"])},

@@ -139,6 +139,13 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	return nil
 }
 
+// The bounds of the recent requests' trace events the admin route serves:
+// at most 64 events of each of the last 1000 requests, a few MB at most.
+const (
+	recentRequests = 1000
+	recentEvents   = 64
+)
+
 // newHandler builds the gateway of o; tp, when not nil, traces it.
 func newHandler(o options, log *slog.Logger, tp *sdktrace.TracerProvider) (*proxy.Handler, error) {
 	tr := http.RoundTripper(proxy.NewTransport(o.proxy.Timeouts))
@@ -162,12 +169,20 @@ func newHandler(o options, log *slog.Logger, tp *sdktrace.TracerProvider) (*prox
 		return nil, fmt.Errorf("token counter: %w", err)
 	}
 	metrics.RegisterTokenRatios(reg, models, counter.Ratio)
-	var tracer protocol.Tracer = metrics.NewTraceLog(log)
 	opts := proxy.Options{Logger: log, Transport: tr, DefaultProtocol: o.defaultProtocol,
 		PlanMode: len(o.planTools) > 0, Metrics: m, Gatherer: reg, Tokens: counter}
+	tracers := metrics.Tracers{metrics.NewTraceLog(log)}
 	if tp != nil {
 		opts.TracerProvider = tp
-		tracer = metrics.Tracers{tracer, tracing.SpanEvents{}}
+		tracers = append(tracers, tracing.SpanEvents{})
+	}
+	if o.proxy.AdminAPIKey != "" {
+		opts.Recent = metrics.NewRecent(recentRequests, recentEvents)
+		tracers = append(tracers, opts.Recent)
+	}
+	var tracer protocol.Tracer = tracers
+	if len(tracers) == 1 {
+		tracer = tracers[0]
 	}
 	opts.Tracer = tracer
 	if o.thinkingRepair {
