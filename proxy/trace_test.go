@@ -102,19 +102,19 @@ func TestTraceOfRefusal(t *testing.T) {
 		"gen_ai.response.finish_reasons": `["tool_calls"]`, "phasegate.protocol": proxy.ProtocolTwoStage})
 	for _, k := range []attribute.Key{"gen_ai.usage.input_tokens", "gen_ai.usage.output_tokens"} {
 		if v := attr(server.Attributes(), k); v.AsInt64() <= 0 {
-			t.Errorf("request span: %s = %v, want the tokens of both calls", k, v.Emit())
+			t.Errorf("request span: %s = %v, want the tokens of both calls", k, v.String())
 		}
 	}
 
 	var verdicts []string
 	for _, ev := range server.Events() {
 		for _, a := range ev.Attributes {
-			if strings.Contains(a.Value.Emit(), "Paris-the-secret") {
-				t.Errorf("event %s carries the call's arguments: %s=%s", ev.Name, a.Key, a.Value.Emit())
+			if strings.Contains(a.Value.String(), "Paris-the-secret") {
+				t.Errorf("event %s carries the call's arguments: %s=%s", ev.Name, a.Key, a.Value.String())
 			}
 		}
-		if v := attr(ev.Attributes, tracing.AttrVerdict); v.Type() != attribute.INVALID {
-			verdicts = append(verdicts, ev.Name+":"+v.AsString()+"@"+attr(ev.Attributes, tracing.AttrCycleIndex).Emit())
+		if v := attr(ev.Attributes, tracing.AttrVerdict); v.Type() != attribute.EMPTY {
+			verdicts = append(verdicts, ev.Name+":"+v.AsString()+"@"+attr(ev.Attributes, tracing.AttrCycleIndex).String())
 		}
 	}
 	want := []string{"tool_call:duplicate@1", "duplicate_tool_call:duplicate@1", "tool_call:forward@1"}
@@ -137,7 +137,7 @@ func attr(attrs []attribute.KeyValue, k attribute.Key) attribute.Value {
 func wantAttrs(t *testing.T, what string, attrs []attribute.KeyValue, want map[attribute.Key]string) {
 	t.Helper()
 	for k, v := range want {
-		if got := attr(attrs, k).Emit(); got != v {
+		if got := attr(attrs, k).String(); got != v {
 			t.Errorf("%s span: %s = %q, want %q", what, k, got, v)
 		}
 	}
