@@ -188,7 +188,7 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 	}
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "phasegate: an OpenAI-compatible gateway that guards agent tool loops.\n\n")
-		fmt.Fprintf(stderr, "Usage:\n  phasegate [flags]        serve\n  phasegate demo [flags]   show the guard at work on the simulated model\n\n")
+		fmt.Fprintf(stderr, "Usage:\n  phasegate [flags]        serve\n  phasegate demo [flags]   show the guard at work on the simulated model\n  phasegate healthcheck    exit 0 when the gateway at LISTEN_ADDR is ready (--url, --timeout)\n\n")
 		fmt.Fprintf(stderr, "Every setting is a flag, an environment variable and a config-file key;\na flag wins over the environment, which wins over the file.\n\nFlags:\n")
 		fs.PrintDefaults()
 	}

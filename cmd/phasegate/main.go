@@ -45,6 +45,8 @@ func main() {
 	var err error
 	if len(os.Args) > 1 && os.Args[1] == "demo" {
 		err = runDemo(ctx, os.Args[2:], os.Getenv, os.Stdout, os.Stderr)
+	} else if len(os.Args) > 1 && os.Args[1] == "healthcheck" {
+		err = runHealthcheck(ctx, os.Args[2:], os.Getenv, os.Stderr)
 	} else {
 		err = run(ctx, os.Args[1:], os.Getenv, os.Stderr)
 	}
