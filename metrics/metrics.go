@@ -28,6 +28,12 @@ type Metrics struct {
 	transient       *prometheus.CounterVec
 	retries         *prometheus.CounterVec
 	leaked          *prometheus.CounterVec
+	firstToken      *prometheus.HistogramVec
+	overhead        *prometheus.HistogramVec
+	modelTokens     *prometheus.CounterVec
+	// models are the configured model names, the values of the model
+	// label besides OtherModel.
+	models []string
 }
 
 // Label values.
@@ -57,7 +63,22 @@ var (
 	LeakOutcomes = []string{"recovered", "malformed"}
 	// TruncationKinds are the values of the kind label of truncations.
 	TruncationKinds = []string{"messages", "tokens", "shortened_results"}
+
+	// FirstTokenBuckets are the buckets of
+	// phasegate_time_to_first_token_seconds: 5 ms to 60 s, fine below a
+	// second, where a simulated or cached answer lands, and coarse above,
+	// where a model that thinks first does.
+	FirstTokenBuckets = []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2, 4, 8, 15, 30, 60}
+	// OverheadBuckets are the buckets of phasegate_gateway_overhead_seconds:
+	// 100 µs to 1 s. The gateway's own time is a fraction of a millisecond
+	// for a small request and tens of milliseconds for a long history it
+	// must count and fit.
+	OverheadBuckets = []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1}
 )
+
+// OtherModel is the model label of a request whose model is not one of
+// the configured names: the label never carries a client's string.
+const OtherModel = "other"
 
 // Outcome is the outcome label of a request.
 type Outcome string
@@ -85,9 +106,10 @@ const (
 
 // New registers the collectors on reg and returns them. providers are the
 // configured provider names, the only values the provider label takes;
-// every label combination starts at 0 so rates exist before the first
-// event.
-func New(reg prometheus.Registerer, providers []string) *Metrics {
+// models are the configured model names, the only values the model label
+// takes besides OtherModel. Every label combination starts at 0 so rates
+// exist before the first event.
+func New(reg prometheus.Registerer, providers []string, models ...string) *Metrics {
 	f := func(c prometheus.Collector) { reg.MustRegister(c) }
 	m := &Metrics{
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "phasegate_requests_total",
@@ -123,9 +145,18 @@ func New(reg prometheus.Registerer, providers []string) *Metrics {
 			Help: "Upstream calls made again after a failure safe to retry, before any byte reached the client, by the failure's kind."}, []string{"kind"}),
 		leaked: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "phasegate_leaked_tool_calls_total",
 			Help: "Tool calls a model wrote into its content as text, recovered into tool_calls or refused as malformed."}, []string{"outcome"}),
+		firstToken: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "phasegate_time_to_first_token_seconds",
+			Help:    "Time from the start of a chat completion request to the first content, reasoning or tool-call byte written to the client (a whole answer's write when not streaming).",
+			Buckets: FirstTokenBuckets}, []string{"protocol", "provider"}),
+		overhead: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "phasegate_gateway_overhead_seconds",
+			Help:    "Time a chat completion request spent in the gateway: its duration minus the time spent waiting on upstream calls (for their headers, body and every stream event).",
+			Buckets: OverheadBuckets}, []string{"protocol", "provider"}),
+		modelTokens: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "phasegate_model_tokens_total",
+			Help: "Tokens in (prompt) and out (completion) of upstream calls, reported or estimated, by configured model name (other: any other)."}, []string{"model", "kind"}),
+		models: slices.Clone(models),
 	}
 	for _, c := range []prometheus.Collector{m.requests, m.requestDuration, m.inFlight, m.upstreamLatency, m.upstreamErrors,
-		m.toolCalls, m.budgets, m.fallbacks, m.cycles, m.tokens, m.truncations, m.repairs, m.transient, m.retries, m.leaked} {
+		m.toolCalls, m.budgets, m.fallbacks, m.cycles, m.tokens, m.truncations, m.repairs, m.transient, m.retries, m.leaked, m.firstToken, m.overhead, m.modelTokens} {
 		f(c)
 	}
 	for _, p := range Protocols {
@@ -136,6 +167,10 @@ func New(reg prometheus.Registerer, providers []string) *Metrics {
 		}
 	}
 	for _, prov := range providers {
+		for _, p := range Protocols {
+			m.firstToken.WithLabelValues(p, prov)
+			m.overhead.WithLabelValues(p, prov)
+		}
 		m.upstreamLatency.WithLabelValues(prov)
 		for _, k := range UpstreamErrorKinds {
 			m.upstreamErrors.WithLabelValues(prov, k)
@@ -144,6 +179,11 @@ func New(reg prometheus.Registerer, providers []string) *Metrics {
 			for _, src := range TokenSources {
 				m.tokens.WithLabelValues(prov, k, src)
 			}
+		}
+	}
+	for _, name := range append(slices.Clone(models), OtherModel) {
+		for _, k := range TokenKinds {
+			m.modelTokens.WithLabelValues(name, k)
 		}
 	}
 	for _, v := range Verdicts {
@@ -203,6 +243,33 @@ func (m *Metrics) Tokens(provider string, prompt, completion int, estimated bool
 	}
 	m.tokens.WithLabelValues(provider, "prompt", src).Add(float64(prompt))
 	m.tokens.WithLabelValues(provider, "completion", src).Add(float64(completion))
+}
+
+// ModelLabel returns the model label of a request for model: the name
+// itself when it is configured, OtherModel otherwise.
+func (m *Metrics) ModelLabel(model string) string {
+	if slices.Contains(m.models, model) {
+		return model
+	}
+	return OtherModel
+}
+
+// ModelTokens adds the tokens in (prompt) and out (completion) of one
+// upstream call to its model's count; label is a ModelLabel result.
+func (m *Metrics) ModelTokens(label string, prompt, completion int) {
+	m.modelTokens.WithLabelValues(label, "prompt").Add(float64(prompt))
+	m.modelTokens.WithLabelValues(label, "completion").Add(float64(completion))
+}
+
+// FirstToken records a request's time to its first token.
+func (m *Metrics) FirstToken(protocol, provider string, d time.Duration) {
+	m.firstToken.WithLabelValues(protocol, provider).Observe(d.Seconds())
+}
+
+// Overhead records the time a request spent in the gateway, not waiting
+// on an upstream.
+func (m *Metrics) Overhead(protocol, provider string, d time.Duration) {
+	m.overhead.WithLabelValues(protocol, provider).Observe(max(d, 0).Seconds())
 }
 
 // Truncated records what truncation removed from one request.

@@ -203,3 +203,8 @@ func mayHoldSecret(s string) bool {
 	}
 	return false
 }
+
+// Redact returns s with every API key and bearer token replaced by
+// Redacted, as RedactingHandler writes them: for text that leaves the
+// gateway by another way than its logs, such as a span attribute.
+func Redact(s string) string { return redact(s) }

@@ -108,6 +108,10 @@ type Config struct {
 	// (UPSTREAM_RETRIES, UPSTREAM_RETRY_MAX_WAIT). The zero value retries
 	// nothing; DefaultRetry is what phasegate starts with.
 	Retry protocol.Retry
+	// AdminAPIKey, when set, opens the admin routes (GET
+	// /debug/requests/{request_id}) to a client that presents it as a
+	// bearer token; empty keeps them closed (404).
+	AdminAPIKey Secret
 }
 
 // Retry is DefaultRetry with attempts new calls and waits of at most

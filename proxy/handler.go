@@ -20,6 +20,8 @@ import (
 	"github.com/gin-gonic/gin"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/phasegate/phasegate/deepseek"
 	"github.com/phasegate/phasegate/metrics"
@@ -61,6 +63,17 @@ type Options struct {
 	// Tokens fits every request to its model's context window; nil sends
 	// histories as they come.
 	Tokens *tokens.Counter
+	// TracerProvider, when set, traces every chat completion request: a
+	// span per request (a child of the client's traceparent, if any), a
+	// child span per upstream call, the guard's decisions as events of the
+	// request's span (through Tracer), and the call's traceparent sent
+	// upstream in place of the client's. Nil traces nothing and passes a
+	// client's traceparent on as it came.
+	TracerProvider trace.TracerProvider
+	// Recent, when set with Config.AdminAPIKey, is served at GET
+	// /debug/requests/{request_id}: the trace events of a recent request.
+	// It must be among the tracers the strategies use to see anything.
+	Recent *metrics.Recent
 	// Thinking, when set, repairs requests to the deepseek provider for
 	// its thinking mode and remembers the reasoning of the tool calls it
 	// serves; nil turns the repairs off.
@@ -82,8 +95,12 @@ type Handler struct {
 	tokens   *tokens.Counter
 	thinking *deepseek.ReasoningMemory
 	keys     clientKeys
-	draining atomic.Bool
-	engine   *gin.Engine
+	recent   *metrics.Recent
+	// otel is nil when tracing is off.
+	otel       trace.Tracer
+	propagator propagation.TextMapPropagator
+	draining   atomic.Bool
+	engine     *gin.Engine
 }
 
 // New builds a Handler from a validated config.
@@ -114,6 +131,7 @@ func New(cfg Config, opts Options) (*Handler, error) {
 		tokens:   opts.Tokens,
 		thinking: opts.Thinking,
 		keys:     newClientKeys(cfg.ClientKeys),
+		recent:   opts.Recent,
 	}
 	if h.metrics == nil {
 		reg := prometheus.NewRegistry()
@@ -123,6 +141,10 @@ func New(cfg Config, opts Options) (*Handler, error) {
 		}
 		h.metrics, h.gatherer = metrics.New(reg, names), reg
 		h.standard = protocol.Standard{Tracer: opts.Tracer, Metrics: h.metrics}
+	}
+	if opts.TracerProvider != nil {
+		h.otel = opts.TracerProvider.Tracer("github.com/phasegate/phasegate/proxy")
+		h.propagator = propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{})
 	}
 	if h.deflt == "" || h.twoStage == nil {
 		h.deflt = ProtocolStandard
@@ -160,6 +182,7 @@ func (h *Handler) routes() *gin.Engine {
 		}
 	}
 	e.GET("/metrics", gin.WrapH(promhttp.HandlerFor(h.gatherer, promhttp.HandlerOpts{})))
+	e.GET("/debug/requests/:id", func(c *gin.Context) { h.serveRecent(c.Writer, c.Request, c.Param("id")) })
 	e.GET("/healthz", func(c *gin.Context) { c.JSON(http.StatusOK, gin.H{"status": "ok"}) })
 	e.GET("/readyz", func(c *gin.Context) {
 		if h.draining.Load() {
@@ -241,23 +264,32 @@ func (h *Handler) serveChat(w http.ResponseWriter, r *http.Request, proto string
 	if !c.pick(proto) {
 		return
 	}
-	done := h.metrics.RequestStarted(c.strategy.Name())
+	started := h.metrics.RequestStarted(c.strategy.Name())
 	ctx := r.Context()
+	if h.otel != nil {
+		ctx = c.startTrace(ctx)
+	}
+	done := func(o metrics.Outcome, err error) {
+		c.trace.end(o, err)
+		started(o)
+	}
 	if d := h.cfg.Timeouts.Request; d > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeoutCause(ctx, d, ErrRequestTimeout)
 		defer cancel()
 	}
-	outcome := c.fail
 	if err := c.prepare(); err != nil {
-		done(outcome(err))
+		done(c.fail(err), err)
 		return
 	}
+	c.trace.prepared(c.provider.Name, c.x.Request.Model, c.strategy.Name())
 	if err := c.fit(); err != nil {
-		done(outcome(err))
+		done(c.fail(err), err)
 		return
 	}
-	done(c.serve(ctx))
+	o := c.serve(ctx)
+	h.metrics.Overhead(c.strategy.Name(), c.provider.Name, time.Since(c.start)-c.upstreamWait)
+	done(o, nil)
 }
 
 // chatRequest is one chat completion request on its way through the
@@ -275,6 +307,14 @@ type chatRequest struct {
 	// reasoning remembers the reasoning of the response's tool calls for
 	// DeepSeek's thinking mode; nil when the request is not in it.
 	reasoning *reasoningRecorder
+	// upstreamWait is the time spent waiting on upstream calls (see
+	// timedUpstream); the rest of the request's time is the gateway's.
+	upstreamWait time.Duration
+	// firstToken reports that the first token reached the client and its
+	// time was recorded.
+	firstToken bool
+	// trace is nil when tracing is off.
+	trace *requestTrace
 }
 
 // pick chooses the strategy of proto; false when the route is off, which
@@ -376,16 +416,18 @@ func (c *chatRequest) serve(ctx context.Context) metrics.Outcome {
 	} else {
 		out = &jsonSink{w: c.w}
 	}
-	c.x.Meter = &requestMeter{m: h.metrics, provider: c.provider.Name, model: c.x.Request.Model, tokens: h.tokens, learn: !c.provider.Simulated}
-	c.x.Upstream = &timedUpstream{m: h.metrics, provider: c.provider.Name, next: &upstream{
-		client:    h.client,
-		cfg:       &h.cfg,
-		provider:  c.provider,
-		header:    forwardHeader(c.r.Header),
-		requestID: c.id,
-		onComment: func(line []byte) { _ = out.comment(line) },
+	c.x.Meter = &requestMeter{m: h.metrics, provider: c.provider.Name, model: c.x.Request.Model, label: h.metrics.ModelLabel(c.x.Request.Model),
+		tokens: h.tokens, learn: !c.provider.Simulated, trace: c.trace}
+	c.x.Upstream = &timedUpstream{m: h.metrics, provider: c.provider.Name, wait: &c.upstreamWait, trace: c.trace, next: &upstream{
+		propagator: h.propagator,
+		client:     h.client,
+		cfg:        &h.cfg,
+		provider:   c.provider,
+		header:     forwardHeader(c.r.Header),
+		requestID:  c.id,
+		onComment:  func(line []byte) { _ = out.comment(line) },
 	}}
-	status, err := h.pump(ctx, c.strategy, c.x, c.w, out, c.reasoning)
+	status, err := c.pump(ctx, c.strategy, out)
 	if f := protocol.Classify(err); err != nil && f.Guard && !out.committed() {
 		c.log.Error("guard failed; serving through the standard protocol", "error", err)
 		if h.tracer != nil {
@@ -394,7 +436,7 @@ func (c *chatRequest) serve(ctx context.Context) metrics.Outcome {
 		h.metrics.Fallback()
 		c.w.Header().Set("X-Phasegate-Protocol", h.standard.Name())
 		c.w.Header().Set("X-Phasegate-Fallback", ProtocolTwoStage)
-		status, err = h.pump(ctx, h.standard, c.x, c.w, out, c.reasoning)
+		status, err = c.pump(ctx, h.standard, out)
 	}
 	if err == nil {
 		c.log.Info("request served", "status", status, "duration_ms", millis(time.Since(c.start)))
@@ -428,11 +470,13 @@ func (c *chatRequest) fail(err error) metrics.Outcome {
 	return f.Outcome
 }
 
-// pump writes the events of one strategy run to out, and tells rec (when
-// set) what the response said. It returns the status written and the error
-// that ended the run, if any.
-func (h *Handler) pump(ctx context.Context, strategy protocol.Strategy, x *protocol.Exchange, w http.ResponseWriter, out sink, rec *reasoningRecorder) (int, error) {
-	for ev, err := range strategy.Run(ctx, x) {
+// pump writes the events of one strategy run to out, tells c.reasoning
+// (when set) what the response said and records the time of the first
+// token. It returns the status written and the error that ended the run,
+// if any.
+func (c *chatRequest) pump(ctx context.Context, strategy protocol.Strategy, out sink) (int, error) {
+	w, rec := c.w, c.reasoning
+	for ev, err := range strategy.Run(ctx, c.x) {
 		if err != nil {
 			return 0, err
 		}
@@ -442,7 +486,11 @@ func (h *Handler) pump(ctx context.Context, strategy protocol.Strategy, x *proto
 			out.header(ev.Header)
 		case protocol.KindChunk:
 			rec.chunk(ev.Data)
+			c.trace.written(ev.Data)
 			werr = out.chunk(ev.Data, ev.Ext)
+			if !c.firstToken && werr == nil && out.committed() && chat.HasToken(ev.Data) {
+				c.tokenWritten()
+			}
 		case protocol.KindDone:
 			rec.remember()
 			werr = out.done()
@@ -453,6 +501,8 @@ func (h *Handler) pump(ctx context.Context, strategy protocol.Strategy, x *proto
 			_, _ = w.Write(ev.Data) // a failed write means the client left; the status stands
 			if ev.Status == http.StatusOK {
 				rec.whole(ev.Data)
+				c.trace.written(ev.Data)
+				c.tokenWritten()
 			}
 			return ev.Status, nil
 		}
@@ -468,7 +518,16 @@ func (h *Handler) pump(ctx context.Context, strategy protocol.Strategy, x *proto
 	if err := out.finish(); err != nil {
 		return 0, &protocol.GuardError{Err: err}
 	}
+	c.tokenWritten() // a stream's first token came before; a whole answer's is now
 	return http.StatusOK, nil
+}
+
+// tokenWritten records the time to the first token, once.
+func (c *chatRequest) tokenWritten() {
+	if !c.firstToken {
+		c.firstToken = true
+		c.h.metrics.FirstToken(c.strategy.Name(), c.provider.Name, time.Since(c.start))
+	}
 }
 
 // headerCount reads a header that holds a whole number of 1 or more; 0

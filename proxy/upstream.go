@@ -16,6 +16,7 @@ import (
 	"time"
 
 	sse "github.com/tmaxmax/go-sse"
+	"go.opentelemetry.io/otel/propagation"
 
 	"github.com/phasegate/phasegate/protocol"
 	"github.com/phasegate/phasegate/protocol/chat"
@@ -50,6 +51,9 @@ type upstream struct {
 	header    http.Header // the client's request headers, hop-by-hop stripped
 	requestID string
 	onComment func(line []byte) // nil: comments are dropped
+	// propagator, when set, writes the trace context of the call's span
+	// (in ctx) into its headers, in place of the client's.
+	propagator propagation.TextMapPropagator
 }
 
 // Send implements protocol.Upstream.
@@ -60,6 +64,9 @@ func (u *upstream) Send(ctx context.Context, req *chat.Request) (*protocol.Respo
 		return nil, fmt.Errorf("build upstream request: %w", err)
 	}
 	u.setHeaders(hreq.Header)
+	if u.propagator != nil {
+		u.propagator.Inject(ctx, propagation.HeaderCarrier(hreq.Header))
+	}
 	hreq.Header.Set("Content-Type", "application/json")
 	if req.Stream {
 		hreq.Header.Set("Accept", "text/event-stream")

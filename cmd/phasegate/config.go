@@ -83,6 +83,7 @@ var settings = []setting{
 	{env: "DEEPSEEK_BASE_URL", def: "https://api.deepseek.com", kind: kindURL, help: "DeepSeek API root"},
 	{env: "OPENAI_API_KEY", kind: kindSecret, help: "OpenAI key the gateway sends; empty passes the client's own Authorization through"},
 	{env: "OPENAI_BASE_URL", def: "https://api.openai.com/v1", kind: kindURL, help: "OpenAI (or any OpenAI-compatible) API root"},
+	{env: "ADMIN_API_KEY", kind: kindSecret, help: "key that opens the admin routes (GET /debug/requests/{request_id}: a recent request's trace events) to a client presenting it as a bearer token; empty keeps them closed"},
 	{env: "TWO_STAGE_ENABLED", def: "true", kind: kindBool, help: "enable the two-stage tool-loop guard; false makes /two-stage/... answer 501 and every route pass through"},
 	{env: "DEFAULT_PROTOCOL", def: "two-stage", kind: kindChoice, choices: []string{"two-stage", "standard"}, help: "protocol of /v1/chat/completions: two-stage or standard"},
 	{env: "MAX_PHASE_CYCLES", def: "3", kind: kindInt, min: 1, help: "tool executions allowed per user turn before the final answer is forced"},
@@ -708,6 +709,7 @@ func resolve(v map[string]value, fc fileConfig) (options, error) {
 			Request:   dur("REQUEST_TIMEOUT"),
 		},
 	}
+	pc.AdminAPIKey = proxy.Secret(v["ADMIN_API_KEY"].raw)
 	known := map[string]proxy.Provider{
 		"deepseek": {Name: "deepseek", BaseURL: baseURL("DEEPSEEK_BASE_URL"), APIKey: proxy.Secret(v["DEEPSEEK_API_KEY"].raw)},
 		"openai":   {Name: "openai", BaseURL: baseURL("OPENAI_BASE_URL"), APIKey: proxy.Secret(v["OPENAI_API_KEY"].raw)},

@@ -103,7 +103,7 @@ func runDemo(ctx context.Context, args []string, getenv func(string) string, std
 		o.budgets.maxPhaseCycles = demoMaxPhaseCycles
 	}
 	fmt.Fprint(stdout, demoSettings(o))
-	h, err := newHandler(o, newLogger(stderr, o.logLevel))
+	h, err := newHandler(o, newLogger(stderr, o.logLevel), nil)
 	if err != nil {
 		return err
 	}

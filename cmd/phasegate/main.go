@@ -21,6 +21,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
 	"github.com/phasegate/phasegate/deepseek"
 	"github.com/phasegate/phasegate/metrics"
@@ -28,6 +29,7 @@ import (
 	"github.com/phasegate/phasegate/proxy"
 	"github.com/phasegate/phasegate/sim"
 	"github.com/phasegate/phasegate/tokens"
+	"github.com/phasegate/phasegate/tracing"
 )
 
 const (
@@ -58,6 +60,8 @@ func dispatch(ctx context.Context, args []string, getenv func(string) string, st
 	switch {
 	case len(args) > 0 && args[0] == "demo":
 		err = runDemo(ctx, args[1:], getenv, stdout, stderr)
+	case len(args) > 0 && args[0] == "healthcheck":
+		err = runHealthcheck(ctx, args[1:], getenv, stderr)
 	case len(args) > 0 && args[0] == "help":
 		if len(args) > 1 && args[1] == "demo" {
 			_, err = parseOptions(demoCommand, []string{"--help"}, getenv, stdout)
@@ -92,7 +96,23 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return err
 	}
 	log := newLogger(stderr, o.logLevel)
-	h, err := newHandler(o, log)
+	tp, err := tracing.FromEnv(ctx, getenv, stderr)
+	if err != nil {
+		return err
+	}
+	if tp != nil {
+		log.Info("tracing on: spans are exported as the OTEL_* environment variables say")
+		defer func() {
+			// The signal ended ctx; flushing the last spans gets its own
+			// bound.
+			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			defer cancel()
+			if err := tp.Shutdown(sctx); err != nil {
+				log.Warn("tracing shutdown", "error", err)
+			}
+		}()
+	}
+	h, err := newHandler(o, log, tp)
 	if err != nil {
 		return err
 	}
@@ -147,7 +167,15 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	return nil
 }
 
-func newHandler(o options, log *slog.Logger) (*proxy.Handler, error) {
+// The bounds of the recent requests' trace events the admin route serves:
+// at most 64 events of each of the last 1000 requests, a few MB at most.
+const (
+	recentRequests = 1000
+	recentEvents   = 64
+)
+
+// newHandler builds the gateway of o; tp, when not nil, traces it.
+func newHandler(o options, log *slog.Logger, tp *sdktrace.TracerProvider) (*proxy.Handler, error) {
 	tr := http.RoundTripper(proxy.NewTransport(o.proxy.Timeouts))
 	if o.simulated {
 		tr = &sim.Transport{Handler: sim.Handler(), Next: tr}
@@ -158,20 +186,33 @@ func newHandler(o options, log *slog.Logger) (*proxy.Handler, error) {
 	for _, p := range o.proxy.Providers {
 		names = append(names, p.Name)
 	}
-	m := metrics.New(reg, names)
-	counter, err := tokens.New(o.tokens)
-	if err != nil {
-		return nil, fmt.Errorf("token counter: %w", err)
-	}
 	models := make([]string, 0, len(o.tokens.Models))
 	for name := range o.tokens.Models {
 		models = append(models, name)
 	}
 	sort.Strings(models)
+	m := metrics.New(reg, names, models...)
+	counter, err := tokens.New(o.tokens)
+	if err != nil {
+		return nil, fmt.Errorf("token counter: %w", err)
+	}
 	metrics.RegisterTokenRatios(reg, models, counter.Ratio)
-	tracer := metrics.NewTraceLog(log)
-	opts := proxy.Options{Logger: log, Transport: tr, DefaultProtocol: o.defaultProtocol, Tracer: tracer,
+	opts := proxy.Options{Logger: log, Transport: tr, DefaultProtocol: o.defaultProtocol,
 		PlanMode: len(o.planTools) > 0, Metrics: m, Gatherer: reg, Tokens: counter}
+	tracers := metrics.Tracers{metrics.NewTraceLog(log)}
+	if tp != nil {
+		opts.TracerProvider = tp
+		tracers = append(tracers, tracing.SpanEvents{})
+	}
+	if o.proxy.AdminAPIKey != "" {
+		opts.Recent = metrics.NewRecent(recentRequests, recentEvents)
+		tracers = append(tracers, opts.Recent)
+	}
+	var tracer protocol.Tracer = tracers
+	if len(tracers) == 1 {
+		tracer = tracers[0]
+	}
+	opts.Tracer = tracer
 	if o.thinkingRepair {
 		opts.Thinking = deepseek.NewReasoningMemory(o.thinkingBytes, o.thinkingTTL)
 	}

@@ -211,3 +211,45 @@ type OutDelta struct {
 func (h ChunkHeader) NewChunk() OutChunk {
 	return OutChunk{ID: h.ID, Object: "chat.completion.chunk", Created: h.Created, Model: h.Model, SystemFingerprint: h.SystemFingerprint}
 }
+
+// HasToken reports whether the data of a chunk carries something the
+// model generated: a non-empty content or reasoning_content string, or a
+// tool-call fragment. A chunk that only opens the message (a role and an
+// empty content), a finish or usage chunk does not. It reads the bytes
+// without decoding them.
+func HasToken(data []byte) bool {
+	return hasValue(data, `"content"`, '"', '"') || hasValue(data, `"reasoning_content"`, '"', '"') ||
+		hasValue(data, `"tool_calls"`, '[', ']')
+}
+
+// hasValue reports whether key appears in data followed by a value that
+// opens with open and does not close at once with closing.
+func hasValue(data []byte, key string, open, closing byte) bool {
+	for rest := data; ; {
+		i := bytes.Index(rest, []byte(key))
+		if i < 0 {
+			return false
+		}
+		rest = skipSpace(rest[i+len(key):])
+		if len(rest) == 0 || rest[0] != ':' {
+			continue
+		}
+		rest = skipSpace(rest[1:])
+		if len(rest) > 0 && rest[0] == open {
+			v := rest[1:]
+			if open != '"' {
+				v = skipSpace(v) // a string's spaces are its content
+			}
+			if len(v) > 0 && v[0] != closing {
+				return true
+			}
+		}
+	}
+}
+
+func skipSpace(b []byte) []byte {
+	for len(b) > 0 && (b[0] == ' ' || b[0] == '\t' || b[0] == '\n' || b[0] == '\r') {
+		b = b[1:]
+	}
+	return b
+}

@@ -1,0 +1,48 @@
+package proxy
+
+import (
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/json"
+	"net/http"
+	"strings"
+
+	"github.com/phasegate/phasegate/protocol/chat"
+)
+
+// admin reports whether r presents the admin key as a bearer token. The
+// comparison takes the same time whatever the token (both sides are
+// hashed first, so not even the key's length shows), and no key
+// configured admits nobody.
+func (h *Handler) admin(r *http.Request) bool {
+	if h.cfg.AdminAPIKey == "" {
+		return false
+	}
+	token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	if !ok {
+		return false
+	}
+	got, want := sha256.Sum256([]byte(token)), sha256.Sum256([]byte(h.cfg.AdminAPIKey.Reveal()))
+	return subtle.ConstantTimeCompare(got[:], want[:]) == 1
+}
+
+// serveRecent answers GET /debug/requests/{id} with the trace events kept
+// of a recent request. Without the admin key, or for a request not kept,
+// it answers 404 like any unknown route: the route's existence is not
+// told to who may not use it.
+func (h *Handler) serveRecent(w http.ResponseWriter, r *http.Request, id string) {
+	if h.recent == nil || !h.admin(r) {
+		writeJSONError(w, &chat.Error{Status: http.StatusNotFound, Type: chat.TypeInvalidRequest, Code: "unknown_url",
+			Message: "unknown route: " + r.Method + " " + r.URL.Path})
+		return
+	}
+	req, ok := h.recent.Request(id)
+	if !ok {
+		writeJSONError(w, &chat.Error{Status: http.StatusNotFound, Type: chat.TypeInvalidRequest, Code: "request_not_kept",
+			Message: "no trace events are kept for request " + id + ": unknown, or older than the recent requests kept"})
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	_ = json.NewEncoder(w).Encode(req) // a failed write means the client left
+}
