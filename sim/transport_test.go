@@ -35,7 +35,7 @@ func TestTransport(t *testing.T) {
 		{name: "any other host", url: osrv.URL + "/v1/models", status: 200, body: `{"other":true}`},
 	}
 	for _, tt := range tests { // in order: the script is shared
-		resp := do(t, testContext(t), client, http.MethodGet, tt.url, "")
+		resp := proxytest.Do(t, proxytest.Context(t), client, http.MethodGet, tt.url, "")
 		body, err := io.ReadAll(resp.Body)
 		if !errors.Is(err, tt.wantErr) {
 			t.Errorf("%s: read error = %v, want %v", tt.name, err, tt.wantErr)
@@ -57,7 +57,7 @@ func TestTransport(t *testing.T) {
 func TestZeroTransport(t *testing.T) {
 	t.Parallel()
 	client := &http.Client{Transport: &sim.Transport{}}
-	resp := do(t, testContext(t), client, http.MethodGet, sim.BaseURL+"/models", "")
+	resp := proxytest.Do(t, proxytest.Context(t), client, http.MethodGet, sim.BaseURL+"/models", "")
 	var list struct {
 		Data []struct {
 			ID string `json:"id"`
@@ -72,7 +72,7 @@ func TestZeroTransport(t *testing.T) {
 	ids := map[string]bool{}
 	for range 2 {
 		body := `{"model":"` + sim.Model + `","messages":[{"role":"user","content":"hi"}]}`
-		resp := do(t, testContext(t), client, http.MethodPost, sim.BaseURL+"/chat/completions", body)
+		resp := proxytest.Do(t, proxytest.Context(t), client, http.MethodPost, sim.BaseURL+"/chat/completions", body)
 		var c struct {
 			ID string `json:"id"`
 		}
@@ -106,15 +106,15 @@ func TestTransportCancellation(t *testing.T) {
 			t.Parallel()
 			up := proxytest.NewUpstream(proxytest.Script(tt.reply))
 			client := &http.Client{Transport: &sim.Transport{Handler: up}}
-			ctx, cancel := context.WithCancel(testContext(t))
+			ctx, cancel := context.WithCancel(proxytest.Context(t))
 			defer cancel()
-			resp := do(t, ctx, client, http.MethodPost, sim.BaseURL+"/chat/completions", "{}")
+			resp := proxytest.Do(t, ctx, client, http.MethodPost, sim.BaseURL+"/chat/completions", "{}")
 			buf := make([]byte, len("data: x\n\n"))
 			if _, err := io.ReadFull(resp.Body, buf); err != nil {
 				t.Fatal(err)
 			}
 			tt.leave(cancel, resp.Body)
-			waitCancelled(t, up)
+			up.WaitCancelled(t)
 		})
 	}
 	t.Run("cancel before the headers", func(t *testing.T) {
@@ -127,7 +127,7 @@ func TestTransportCancellation(t *testing.T) {
 			return sim.Reply{Body: []byte("{}")}
 		})
 		client := &http.Client{Transport: &sim.Transport{Handler: up}}
-		ctx, cancel := context.WithCancel(testContext(t))
+		ctx, cancel := context.WithCancel(proxytest.Context(t))
 		errc := make(chan error, 1)
 		go func() {
 			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, sim.BaseURL+"/models", nil)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"io"
 	"net/http"
-	"strings"
 	"testing"
 	"time"
 
@@ -17,37 +16,6 @@ import (
 
 func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
-}
-
-const wait = 10 * time.Second
-
-func testContext(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), wait)
-	t.Cleanup(cancel)
-	return ctx
-}
-
-func do(t *testing.T, ctx context.Context, client *http.Client, method, url, body string) *http.Response {
-	t.Helper()
-	req, err := http.NewRequestWithContext(ctx, method, url, strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp, err := client.Do(req)
-	if err != nil {
-		t.Fatalf("%s %s: %v", method, url, err)
-	}
-	t.Cleanup(func() { resp.Body.Close() })
-	return resp
-}
-
-func waitCancelled(t *testing.T, up *proxytest.Upstream) {
-	t.Helper()
-	select {
-	case <-up.Cancelled():
-	case <-time.After(wait):
-		t.Fatal("the upstream never saw the client leave")
-	}
 }
 
 // TestUpstreamReplies checks what the double writes for each kind of reply.
@@ -72,7 +40,7 @@ func TestUpstreamReplies(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			up, srv := proxytest.NewServer(t, proxytest.Script(tt.reply))
-			resp := do(t, testContext(t), srv.Client(), http.MethodPost, srv.URL+"/v1/chat/completions?x=1", `{"model":"m"}`)
+			resp := proxytest.Do(t, proxytest.Context(t), srv.Client(), http.MethodPost, srv.URL+"/v1/chat/completions?x=1", `{"model":"m"}`)
 			body, err := io.ReadAll(resp.Body)
 			if (err != nil) != tt.wantErr {
 				t.Errorf("read error = %v, want error: %v", err, tt.wantErr)
@@ -107,7 +75,7 @@ func TestScriptExhausted(t *testing.T) {
 	_, srv := proxytest.NewServer(t, proxytest.Script(sim.Reply{Body: []byte("{}")}))
 	statuses := []int{}
 	for range 2 {
-		resp := do(t, testContext(t), srv.Client(), http.MethodGet, srv.URL+"/v1/models", "")
+		resp := proxytest.Do(t, proxytest.Context(t), srv.Client(), http.MethodGet, srv.URL+"/v1/models", "")
 		io.Copy(io.Discard, resp.Body)
 		statuses = append(statuses, resp.StatusCode)
 	}
@@ -131,20 +99,20 @@ func TestCancelled(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			up, srv := proxytest.NewServer(t, proxytest.Script(tt.reply))
-			ctx, cancel := context.WithCancel(testContext(t))
-			resp := do(t, ctx, srv.Client(), http.MethodPost, srv.URL+"/v1/chat/completions", "{}")
+			ctx, cancel := context.WithCancel(proxytest.Context(t))
+			resp := proxytest.Do(t, ctx, srv.Client(), http.MethodPost, srv.URL+"/v1/chat/completions", "{}")
 			buf := make([]byte, len("data: x\n\n"))
 			if _, err := io.ReadFull(resp.Body, buf); err != nil {
 				t.Fatal(err)
 			}
 			cancel()
-			waitCancelled(t, up)
+			up.WaitCancelled(t)
 		})
 	}
 	t.Run("complete reply", func(t *testing.T) {
 		t.Parallel()
 		up, srv := proxytest.NewServer(t, proxytest.Script(sim.NewStream("m").Role().Done().Reply()))
-		resp := do(t, testContext(t), srv.Client(), http.MethodPost, srv.URL+"/v1/chat/completions", "{}")
+		resp := proxytest.Do(t, proxytest.Context(t), srv.Client(), http.MethodPost, srv.URL+"/v1/chat/completions", "{}")
 		io.Copy(io.Discard, resp.Body)
 		srv.Close() // waits for the handler
 		select {
