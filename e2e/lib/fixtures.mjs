@@ -56,7 +56,7 @@ export const usage = {
 };
 
 /** The "rate-limit" scenario's error. */
-export const rateLimit = { status: 429, code: 'rate_limit_exceeded', type: 'requests', retryAfter: '7' };
+export const rateLimit = { status: 429, code: 'rate_limit_exceeded', type: 'requests', retryAfter: '60' };
 
 /** What GET /v1/models of the double lists. */
 export const models = ['e2e-model-a', 'e2e-model-b'];

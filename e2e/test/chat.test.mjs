@@ -206,7 +206,7 @@ for (const route of ['v1', 'standard/v1']) {
       assert.equal(header('X-Request-Id'), id);
     });
 
-    test('an upstream 429 is relayed: the SDK throws RateLimitError', async () => {
+    test('an upstream 429 whose Retry-After is over the retry bound is relayed at once: the SDK throws RateLimitError', async () => {
       for (const stream of [false, true]) {
         const id = requestID(`rate-limit-${stream}`);
         await assert.rejects(
@@ -222,7 +222,7 @@ for (const route of ['v1', 'standard/v1']) {
           },
           `stream: ${stream}`,
         );
-        assert.equal((await double.requests(id)).length, 1, 'the gateway does not retry a 429 itself');
+        assert.equal((await double.requests(id)).length, 1, 'no retry: the upstream asks to wait longer than UPSTREAM_RETRY_MAX_WAIT');
       }
     });
 

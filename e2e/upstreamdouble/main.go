@@ -182,11 +182,13 @@ var scenarios = map[string]scenario{
 		s := sim.NewStream(req.Model).Role().ToolCall(0, "call_e2e_dup_2", toolCallName, `{"city":`, ` "Paris"}`)
 		return finish(req, s, chat.FinishToolCalls)
 	},
-	// rate-limit: OpenAI's 429, with its headers.
+	// rate-limit: OpenAI's 429, with its headers; its Retry-After is longer
+	// than the gateway waits before a retry (UPSTREAM_RETRY_MAX_WAIT), so
+	// the gateway relays it at once.
 	"rate-limit": func(*chat.Request) sim.Reply {
 		r := sim.Error(http.StatusTooManyRequests, "Rate limit reached for requests", "requests", "rate_limit_exceeded")
 		r.Header = http.Header{
-			"Retry-After":                    {"7"},
+			"Retry-After":                    {"60"},
 			"X-Ratelimit-Limit-Requests":     {"60"},
 			"X-Ratelimit-Remaining-Requests": {"0"},
 		}
