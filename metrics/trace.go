@@ -107,8 +107,10 @@ const Redacted = "[redacted]"
 
 var (
 	apiKeyPattern = regexp.MustCompile(`\bsk-[A-Za-z0-9_-]{8,}`)
-	// RFC 9110 §11.1: the auth scheme is case-insensitive.
-	bearerPattern = regexp.MustCompile(`(?i)\b(bearer)\s+\S+`)
+	// RFC 9110 §11.1: the auth scheme is case-insensitive; the token is
+	// RFC 6750's b64token, so a quote or brace after it (a token quoted in
+	// a JSON error body) is kept and the JSON stays JSON.
+	bearerPattern = regexp.MustCompile(`(?i)\b(bearer)\s+[A-Za-z0-9._~+/-]+=*`)
 )
 
 // RedactingHandler wraps h so that API keys ("sk-" and at least eight key
@@ -206,5 +208,6 @@ func mayHoldSecret(s string) bool {
 
 // Redact returns s with every API key and bearer token replaced by
 // Redacted, as RedactingHandler writes them: for text that leaves the
-// gateway by another way than its logs, such as a span attribute.
+// gateway by another way than its logs, such as a span attribute or an
+// upstream error body relayed to a client.
 func Redact(s string) string { return redact(s) }

@@ -107,7 +107,7 @@ func TestTraceLogRedacts(t *testing.T) {
 	for field, want := range map[string]string{
 		"tool":         "fetch [redacted]",
 		"tool_call_id": "call [redacted]",
-		"reason":       `upstream 401: {"error":"invalid Authorization: Bearer [redacted]`,
+		"reason":       `upstream 401: {"error":"invalid Authorization: Bearer [redacted]"}`,
 	} {
 		if got := lines[0][field]; got != want {
 			t.Errorf("%s = %q, want %q", field, got, want)

@@ -3,6 +3,7 @@ package proxy
 import (
 	"net/http"
 
+	"github.com/phasegate/phasegate/metrics"
 	"github.com/phasegate/phasegate/protocol"
 	"github.com/phasegate/phasegate/protocol/chat"
 )
@@ -26,9 +27,12 @@ func formatBytes(n int64) string { return protocol.FormatBytes(n) }
 // for a client that left.
 func writeError(w http.ResponseWriter, f protocol.Failure) {
 	if f.Relay != nil {
+		// Relayed as it came, but for a credential the upstream quoted
+		// back (a key in an "invalid API key" message): the gateway's own
+		// key must not reach a client that way either.
 		copyHeader(w.Header(), f.Relay.Header)
 		w.WriteHeader(f.Relay.Status)
-		_, _ = w.Write(f.Relay.Body)
+		_, _ = w.Write([]byte(metrics.Redact(string(f.Relay.Body))))
 		return
 	}
 	if f.Error.Status == statusClientClosed {
