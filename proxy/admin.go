@@ -7,6 +7,9 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/gin-gonic/gin"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
 	"github.com/phasegate/phasegate/protocol/chat"
 )
 
@@ -45,4 +48,47 @@ func (h *Handler) serveRecent(w http.ResponseWriter, r *http.Request, id string)
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
 	_ = json.NewEncoder(w).Encode(req) // a failed write means the client left
+}
+
+// Admin returns the handler of the admin routes alone — /metrics,
+// /debug/requests/{request_id}, /healthz and /readyz — for a listener of
+// their own (ADMIN_LISTEN_ADDR, with Config.SeparateAdmin).
+func (h *Handler) Admin() http.Handler {
+	gin.SetMode(gin.ReleaseMode)
+	e := gin.New()
+	e.Use(h.requestID, h.recover)
+	h.health(e)
+	h.adminRoutes(e)
+	e.NoRoute(func(c *gin.Context) {
+		writeJSONError(c.Writer, &chat.Error{Status: http.StatusNotFound, Type: chat.TypeInvalidRequest, Code: "unknown_url",
+			Message: "unknown route: " + c.Request.Method + " " + c.Request.URL.Path})
+	})
+	return e
+}
+
+// adminRoutes adds /metrics (behind the admin key when the configuration
+// asks) and the recent requests.
+func (h *Handler) adminRoutes(e *gin.Engine) {
+	metricsHandler := promhttp.HandlerFor(h.gatherer, promhttp.HandlerOpts{})
+	e.GET("/metrics", func(c *gin.Context) {
+		if h.cfg.MetricsNeedAdminKey && !h.admin(c.Request) {
+			writeJSONError(c.Writer, &chat.Error{Status: http.StatusUnauthorized, Type: chat.TypeInvalidRequest, Code: "invalid_api_key",
+				Message: "/metrics needs the admin key as a bearer token (METRICS_REQUIRE_ADMIN_KEY)"})
+			return
+		}
+		metricsHandler.ServeHTTP(c.Writer, c.Request)
+	})
+	e.GET("/debug/requests/:id", func(c *gin.Context) { h.serveRecent(c.Writer, c.Request, c.Param("id")) })
+}
+
+// health adds /healthz and /readyz, which answers 503 while draining.
+func (h *Handler) health(e *gin.Engine) {
+	e.GET("/healthz", func(c *gin.Context) { c.JSON(http.StatusOK, gin.H{"status": "ok"}) })
+	e.GET("/readyz", func(c *gin.Context) {
+		if h.draining.Load() {
+			c.JSON(http.StatusServiceUnavailable, gin.H{"status": "draining"})
+			return
+		}
+		c.JSON(http.StatusOK, gin.H{"status": "ready"})
+	})
 }

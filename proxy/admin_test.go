@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 
@@ -105,4 +106,54 @@ func TestRecentRequests(t *testing.T) {
 			t.Errorf("status %d, want 404: %s", status, b)
 		}
 	})
+}
+
+// TestSeparateAdmin: with SeparateAdmin, /metrics and /debug/ are served
+// by Admin only and the client routes answer 404 for them; with
+// MetricsNeedAdminKey, /metrics wants the admin key.
+func TestSeparateAdmin(t *testing.T) {
+	tests := []struct {
+		name                  string
+		separate, needKey     bool
+		auth                  string
+		mainStatus, admStatus int
+	}{
+		{name: "one listener, metrics open", mainStatus: http.StatusOK, admStatus: http.StatusOK},
+		{name: "a listener of its own", separate: true, mainStatus: http.StatusNotFound, admStatus: http.StatusOK},
+		{name: "metrics behind the key, none given", needKey: true, mainStatus: http.StatusUnauthorized, admStatus: http.StatusUnauthorized},
+		{name: "metrics behind the key, given", needKey: true, auth: "Bearer adm-key-0123456789", mainStatus: http.StatusOK, admStatus: http.StatusOK},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := proxy.Config{Providers: []proxy.Provider{{Name: "openai", BaseURL: "http://127.0.0.1:9/v1"}},
+				AdminAPIKey: "adm-key-0123456789", SeparateAdmin: tt.separate, MetricsNeedAdminKey: tt.needKey}
+			h, err := proxy.New(cfg, proxy.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, c := range []struct {
+				name    string
+				handler http.Handler
+				want    int
+			}{{"client routes", h, tt.mainStatus}, {"admin routes", h.Admin(), tt.admStatus}} {
+				req := httptest.NewRequest(http.MethodGet, "/metrics", nil)
+				if tt.auth != "" {
+					req.Header.Set("Authorization", tt.auth)
+				}
+				rec := httptest.NewRecorder()
+				c.handler.ServeHTTP(rec, req)
+				if rec.Code != c.want {
+					t.Errorf("%s: GET /metrics = %d, want %d", c.name, rec.Code, c.want)
+				}
+				if rec.Code == http.StatusOK && !strings.Contains(rec.Body.String(), "phasegate_requests_total") {
+					t.Errorf("%s: /metrics without the gateway's metrics", c.name)
+				}
+			}
+			rec := httptest.NewRecorder()
+			h.Admin().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/readyz", nil))
+			if rec.Code != http.StatusOK {
+				t.Errorf("admin /readyz = %d, want 200", rec.Code)
+			}
+		})
+	}
 }

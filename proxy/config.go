@@ -112,6 +112,14 @@ type Config struct {
 	// /debug/requests/{request_id}) to a client that presents it as a
 	// bearer token; empty keeps them closed (404).
 	AdminAPIKey Secret
+	// MetricsNeedAdminKey puts GET /metrics behind AdminAPIKey too
+	// (METRICS_REQUIRE_ADMIN_KEY): without it, /metrics is open, as
+	// Prometheus scrapes expect.
+	MetricsNeedAdminKey bool
+	// SeparateAdmin serves /metrics and /debug/ only through
+	// Handler.Admin, for a listener of their own (ADMIN_LISTEN_ADDR); the
+	// client routes then answer 404 for them.
+	SeparateAdmin bool
 }
 
 // Retry is DefaultRetry with attempts new calls and waits of at most

@@ -19,7 +19,6 @@ import (
 
 	"github.com/gin-gonic/gin"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 
@@ -181,16 +180,10 @@ func (h *Handler) routes() *gin.Engine {
 			e.GET(prefix+"/v1/models"+slash, h.authorize, func(c *gin.Context) { h.serveModels(c.Writer, c.Request) })
 		}
 	}
-	e.GET("/metrics", gin.WrapH(promhttp.HandlerFor(h.gatherer, promhttp.HandlerOpts{})))
-	e.GET("/debug/requests/:id", func(c *gin.Context) { h.serveRecent(c.Writer, c.Request, c.Param("id")) })
-	e.GET("/healthz", func(c *gin.Context) { c.JSON(http.StatusOK, gin.H{"status": "ok"}) })
-	e.GET("/readyz", func(c *gin.Context) {
-		if h.draining.Load() {
-			c.JSON(http.StatusServiceUnavailable, gin.H{"status": "draining"})
-			return
-		}
-		c.JSON(http.StatusOK, gin.H{"status": "ready"})
-	})
+	h.health(e)
+	if !h.cfg.SeparateAdmin {
+		h.adminRoutes(e)
+	}
 	// Any other /v1/* request is passed through; gin's router cannot hold
 	// a catch-all beside the routes above, so it lands here.
 	e.NoRoute(func(c *gin.Context) {

@@ -83,6 +83,8 @@ var settings = []setting{
 	{env: "DEEPSEEK_BASE_URL", def: "https://api.deepseek.com", kind: kindURL, help: "DeepSeek API root"},
 	{env: "OPENAI_API_KEY", kind: kindSecret, help: "OpenAI key the gateway sends; empty passes the client's own Authorization through"},
 	{env: "OPENAI_BASE_URL", def: "https://api.openai.com/v1", kind: kindURL, help: "OpenAI (or any OpenAI-compatible) API root"},
+	{env: "ADMIN_LISTEN_ADDR", kind: kindAddr, help: "address of a listener of its own for /metrics, /debug/ and the health routes (host:port or a port alone); empty serves them beside the client routes"},
+	{env: "METRICS_REQUIRE_ADMIN_KEY", def: "false", kind: kindBool, help: "serve /metrics only to a client presenting ADMIN_API_KEY as a bearer token"},
 	{env: "ADMIN_API_KEY", kind: kindSecret, help: "key that opens the admin routes (GET /debug/requests/{request_id}: a recent request's trace events) to a client presenting it as a bearer token; empty keeps them closed"},
 	{env: "TWO_STAGE_ENABLED", def: "true", kind: kindBool, help: "enable the two-stage tool-loop guard; false makes /two-stage/... answer 501 and every route pass through"},
 	{env: "DEFAULT_PROTOCOL", def: "two-stage", kind: kindChoice, choices: []string{"two-stage", "standard"}, help: "protocol of /v1/chat/completions: two-stage or standard"},
@@ -415,6 +417,8 @@ func editDistance(a, b string) int {
 // options is the resolved configuration of one run.
 type options struct {
 	listenAddr string
+	// adminAddr, when set, is the listener of the admin routes alone.
+	adminAddr string
 	// drainDelay is how long /readyz answers 503, with the listener still
 	// open, before the shutdown starts (default 5s).
 	drainDelay time.Duration
@@ -710,6 +714,11 @@ func resolve(v map[string]value, fc fileConfig) (options, error) {
 		},
 	}
 	pc.AdminAPIKey = proxy.Secret(v["ADMIN_API_KEY"].raw)
+	o.adminAddr = adminAddr(v["ADMIN_LISTEN_ADDR"].raw, bad)
+	pc.SeparateAdmin = o.adminAddr != ""
+	if pc.MetricsNeedAdminKey = boolean("METRICS_REQUIRE_ADMIN_KEY"); pc.MetricsNeedAdminKey && pc.AdminAPIKey == "" {
+		bad("METRICS_REQUIRE_ADMIN_KEY", "needs ADMIN_API_KEY: with no admin key, nobody could read /metrics")
+	}
 	known := map[string]proxy.Provider{
 		"deepseek": {Name: "deepseek", BaseURL: baseURL("DEEPSEEK_BASE_URL"), APIKey: proxy.Secret(v["DEEPSEEK_API_KEY"].raw)},
 		"openai":   {Name: "openai", BaseURL: baseURL("OPENAI_BASE_URL"), APIKey: proxy.Secret(v["OPENAI_API_KEY"].raw)},
@@ -790,6 +799,22 @@ func listenAddr(v map[string]value, bad func(name, rule string)) string {
 	host, port, err := net.SplitHostPort(raw)
 	if err != nil || !isPort(port) || strings.ContainsAny(host, " /") {
 		bad(name, "must be host:port or a port alone, such as :8080, 127.0.0.1:8080 or 8080")
+	}
+	return raw
+}
+
+// adminAddr reads ADMIN_LISTEN_ADDR: empty, host:port, or a port alone.
+func adminAddr(raw string, bad func(name, rule string)) string {
+	raw = strings.TrimSpace(raw)
+	if raw == "" {
+		return ""
+	}
+	if isPort(raw) {
+		return ":" + raw
+	}
+	host, port, err := net.SplitHostPort(raw)
+	if err != nil || !isPort(port) || strings.ContainsAny(host, " /") {
+		bad("ADMIN_LISTEN_ADDR", "must be host:port or a port alone, such as 127.0.0.1:9090 or 9090")
 	}
 	return raw
 }

@@ -116,6 +116,13 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if err != nil {
 		return err
 	}
+	if o.adminAddr != "" {
+		stopAdmin, err := serveAdmin(o.adminAddr, h, log)
+		if err != nil {
+			return err
+		}
+		defer stopAdmin()
+	}
 	ln, err := net.Listen("tcp", o.listenAddr)
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
@@ -165,6 +172,34 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	<-served
 	return nil
+}
+
+// adminListening, when set, is told the address the admin routes listen
+// on.
+var adminListening func(net.Addr)
+
+// serveAdmin serves the admin routes (/metrics, /debug/, health) on a
+// listener of their own until stop is called, after the client routes
+// shut down: an operator still sees /readyz answer 503 while they drain.
+func serveAdmin(addr string, h *proxy.Handler, log *slog.Logger) (stop func(), err error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("listen on ADMIN_LISTEN_ADDR: %w", err)
+	}
+	srv := &http.Server{Handler: h.Admin(), ReadHeaderTimeout: readHeaderTimeout}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = srv.Serve(ln) // ErrServerClosed once stopped
+	}()
+	log.Info("admin routes listening", "addr", ln.Addr().String())
+	if adminListening != nil {
+		adminListening(ln.Addr())
+	}
+	return func() {
+		_ = srv.Close()
+		<-done
+	}, nil
 }
 
 // The bounds of the recent requests' trace events the admin route serves:

@@ -605,3 +605,43 @@ func TestRunClientKeys(t *testing.T) {
 		t.Errorf("a client key reached the log:\n%s", log)
 	}
 }
+
+// TestRunAdminListener: with ADMIN_LISTEN_ADDR, /metrics is served on its
+// own listener and no longer beside the client routes.
+func TestRunAdminListener(t *testing.T) {
+	addrc := make(chan net.Addr, 1)
+	adminListening = func(a net.Addr) { addrc <- a }
+	t.Cleanup(func() { adminListening = nil })
+	g := start(t, nil, map[string]string{"ADMIN_LISTEN_ADDR": "127.0.0.1:0"})
+	var admin string
+	select {
+	case a := <-addrc:
+		admin = "http://" + a.String()
+	case <-time.After(wait):
+		t.Fatal("the admin routes never listened")
+	}
+	status := func(url string) int {
+		resp, err := http.Get(url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if got := status(admin + "/metrics"); got != http.StatusOK {
+		t.Errorf("admin /metrics = %d, want 200", got)
+	}
+	if got := status(g.url + "/metrics"); got != http.StatusNotFound {
+		t.Errorf("client-side /metrics = %d, want 404", got)
+	}
+	if got := status(admin + "/readyz"); got != http.StatusOK {
+		t.Errorf("admin /readyz = %d, want 200", got)
+	}
+	if err := g.stop(t); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := http.Get(admin + "/healthz"); err == nil {
+		t.Errorf("the admin listener still answers after the gateway stopped")
+	}
+}
