@@ -28,6 +28,9 @@ var (
 	// ErrTruncated: an upstream stream ended without [DONE] and without a
 	// finish reason: the answer is incomplete, not finished.
 	ErrTruncated = errors.New("upstream stream ended before it finished")
+	// ErrShuttingDown: the gateway is shutting down and its grace for
+	// in-flight requests ran out; it is the cause of their cancellation.
+	ErrShuttingDown = errors.New("gateway shutting down")
 	// ErrInvalidResponse: the upstream answered 200 with something that is
 	// not a chat completion: a data line or a body that is not JSON, an
 	// error object inside a stream, a body without choices.
@@ -132,6 +135,7 @@ var failureTable = []rule{
 	{ErrUpstreamUnreachable, http.StatusBadGateway, chat.TypeUpstream, "upstream_unreachable", "the upstream could not be reached", metrics.UpstreamUnreachable, true},
 	{ErrTruncated, http.StatusBadGateway, chat.TypeUpstream, "upstream_truncated", "the upstream stream ended before the answer finished", metrics.UpstreamTruncated, true},
 	{ErrInvalidResponse, http.StatusBadGateway, chat.TypeUpstream, "upstream_invalid_response", "the upstream answer is not a chat completion", metrics.UpstreamInvalid, false},
+	{ErrShuttingDown, http.StatusServiceUnavailable, chat.TypeServer, "shutting_down", "the gateway is shutting down; send the request again", "", false},
 	{context.DeadlineExceeded, http.StatusGatewayTimeout, chat.TypeTimeout, "request_timeout", "the request took longer than the gateway allows", "", false},
 	{context.Canceled, StatusClientClosed, chat.TypeInvalidRequest, "client_closed", "the client closed the request", "", false},
 	{errClientGone, StatusClientClosed, chat.TypeInvalidRequest, "client_closed", "the client closed the request", "", false},

@@ -435,6 +435,9 @@ func (c *chatRequest) serve(ctx context.Context) metrics.Outcome {
 		c.log.Info("request served", "status", status, "duration_ms", millis(time.Since(c.start)))
 		return metrics.OutcomeOK
 	}
+	if cause := context.Cause(ctx); errors.Is(cause, protocol.ErrShuttingDown) {
+		err = cause // the gateway ended the request, not the client or the upstream
+	}
 	if !out.committed() {
 		return c.fail(err)
 	}
@@ -442,6 +445,9 @@ func (c *chatRequest) serve(ctx context.Context) metrics.Outcome {
 	c.log.Warn("stream failed after start", "error", err, "code", f.Error.Code)
 	if f.Error.Status != statusClientClosed {
 		out.fail(f.Error)
+	}
+	if errors.Is(err, protocol.ErrShuttingDown) {
+		_ = out.done() // the stream still ends as streams end
 	}
 	return f.Outcome
 }

@@ -275,7 +275,8 @@ func (u *upstream) setHeaders(h http.Header) {
 // failure to connect, timed out or not, leaves the upstream unreachable.
 func upstreamCallError(ctx context.Context, err error) error {
 	if cause := context.Cause(ctx); cause != nil && ctx.Err() != nil {
-		if errors.Is(cause, ErrFirstByteTimeout) || errors.Is(cause, ErrIdleTimeout) || errors.Is(cause, ErrRequestTimeout) {
+		if errors.Is(cause, ErrFirstByteTimeout) || errors.Is(cause, ErrIdleTimeout) || errors.Is(cause, ErrRequestTimeout) ||
+			errors.Is(cause, protocol.ErrShuttingDown) {
 			return fmt.Errorf("upstream: %w", cause)
 		}
 		return fmt.Errorf("upstream: %w", ctx.Err())

@@ -127,10 +127,16 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
+	// Requests run under a context the shutdown can end with a cause, so a
+	// stream still running when the grace is spent ends with an in-band
+	// error and [DONE] rather than a cut connection.
+	base, endRequests := context.WithCancelCause(context.WithoutCancel(ctx))
+	defer endRequests(nil)
 	srv := &http.Server{
 		Handler:           h,
 		ReadHeaderTimeout: readHeaderTimeout,
 		IdleTimeout:       2 * time.Minute,
+		BaseContext:       func(net.Listener) context.Context { return base },
 		// No WriteTimeout: it would cut long streams. Each request is
 		// bounded by REQUEST_TIMEOUT instead.
 	}
@@ -164,14 +170,27 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return fmt.Errorf("serve: %w", err)
 	}
 	log.Info("shutting down", "grace", o.shutdownTimeout.String())
-	sctx, cancel := context.WithTimeout(context.Background(), o.shutdownTimeout)
-	defer cancel()
-	if err := srv.Shutdown(sctx); err != nil {
-		log.Warn("shutdown grace ran out; closing the remaining connections", "error", err)
-		_ = srv.Close()
-	}
+	shutdown(srv, o.shutdownTimeout, endRequests, log)
 	<-served
 	return nil
+}
+
+// shutdown closes the listener and waits grace for in-flight requests;
+// then it ends those left with ErrShuttingDown, which they answer in-band,
+// and gives them a moment to write it before the connections close.
+func shutdown(srv *http.Server, grace time.Duration, endRequests context.CancelCauseFunc, log *slog.Logger) {
+	sctx, cancel := context.WithTimeout(context.Background(), grace)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err == nil {
+		return
+	}
+	log.Warn("shutdown grace ran out; ending the requests left", "grace", grace.String())
+	endRequests(protocol.ErrShuttingDown)
+	fctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	if err := srv.Shutdown(fctx); err != nil {
+		_ = srv.Close()
+	}
 }
 
 // adminListening, when set, is told the address the admin routes listen

@@ -645,3 +645,37 @@ func TestRunAdminListener(t *testing.T) {
 		t.Errorf("the admin listener still answers after the gateway stopped")
 	}
 }
+
+// TestRunShutdownEndsStreams: a stream still running when the shutdown
+// grace runs out ends with an in-band error (shutting_down) and [DONE],
+// not a cut connection, and run returns nil (the process exits 0).
+func TestRunShutdownEndsStreams(t *testing.T) {
+	// An upstream that starts answering, then holds the stream open.
+	_, usrv := proxytest.NewServer(t, func(proxytest.Received) sim.Reply {
+		return sim.NewStream("deepseek-v4-flash").Role().Content("partial").Delay(wait).Finish("stop").Done().Reply()
+	})
+	g := start(t, nil, map[string]string{"DEEPSEEK_BASE_URL": usrv.URL, "PROVIDERS": "deepseek", "SHUTDOWN_TIMEOUT": "300ms"})
+	req, err := http.NewRequest(http.MethodPost, g.url+"/standard/v1/chat/completions",
+		strings.NewReader(`{"model":"deepseek-v4-flash","stream":true,"messages":[{"role":"user","content":"hi"}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	r := bufio.NewReader(resp.Body)
+	if line, err := r.ReadString('\n'); err != nil || !strings.Contains(line, "data:") {
+		t.Fatalf("first line %q (%v), want the stream started", line, err)
+	}
+	g.cancel() // the signal
+	rest, _ := io.ReadAll(r)
+	if !strings.Contains(string(rest), `"code":"shutting_down"`) || !strings.Contains(string(rest), "data: [DONE]") {
+		t.Errorf("the stream ended with %q, want an in-band shutting_down error and [DONE]", rest)
+	}
+	if err := g.stop(t); err != nil {
+		t.Errorf("run returned %v, want nil", err)
+	}
+}
