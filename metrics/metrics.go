@@ -27,6 +27,7 @@ type Metrics struct {
 	repairs         *prometheus.CounterVec
 	transient       *prometheus.CounterVec
 	retries         *prometheus.CounterVec
+	modelFallbacks  prometheus.Counter
 	leaked          *prometheus.CounterVec
 	firstToken      *prometheus.HistogramVec
 	overhead        *prometheus.HistogramVec
@@ -141,6 +142,8 @@ func New(reg prometheus.Registerer, providers []string, models ...string) *Metri
 			Help: "Requests repaired for DeepSeek's thinking mode: reasoning_content restored or emptied, forced tool_choice downgraded."}, []string{"kind"}),
 		transient: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "phasegate_transient_finishes_total",
 			Help: "Upstream answers that ended transiently (insufficient_system_resource, or no finish): retried before the first byte, or passed on."}, []string{"outcome"}),
+		modelFallbacks: prometheus.NewCounter(prometheus.CounterOpts{Name: "phasegate_model_fallbacks_total",
+			Help: "Requests sent to their fallback model once the retries of their first were spent, before any byte reached the client."}),
 		retries: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "phasegate_upstream_retries_total",
 			Help: "Upstream calls made again after a failure safe to retry, before any byte reached the client, by the failure's kind."}, []string{"kind"}),
 		leaked: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "phasegate_leaked_tool_calls_total",
@@ -156,7 +159,7 @@ func New(reg prometheus.Registerer, providers []string, models ...string) *Metri
 		models: slices.Clone(models),
 	}
 	for _, c := range []prometheus.Collector{m.requests, m.requestDuration, m.inFlight, m.upstreamLatency, m.upstreamErrors,
-		m.toolCalls, m.budgets, m.fallbacks, m.cycles, m.tokens, m.truncations, m.repairs, m.transient, m.retries, m.leaked, m.firstToken, m.overhead, m.modelTokens} {
+		m.toolCalls, m.budgets, m.fallbacks, m.cycles, m.tokens, m.truncations, m.repairs, m.transient, m.retries, m.modelFallbacks, m.leaked, m.firstToken, m.overhead, m.modelTokens} {
 		f(c)
 	}
 	for _, p := range Protocols {
@@ -335,6 +338,13 @@ func (m *Metrics) TransientFinish(outcome string) {
 func (m *Metrics) UpstreamRetried(kind string) {
 	if m != nil && slices.Contains(UpstreamErrorKinds, kind) {
 		m.retries.WithLabelValues(kind).Inc()
+	}
+}
+
+// ModelFallback counts a request sent to its fallback model.
+func (m *Metrics) ModelFallback() {
+	if m != nil {
+		m.modelFallbacks.Inc()
 	}
 }
 

@@ -38,6 +38,10 @@ const (
 	// before any byte reached the client, and is made again; Verdict is
 	// the failure's kind, Reason the wait.
 	TraceUpstreamRetry TraceKind = "upstream_retry"
+	// TraceModelFallback: the retries of an upstream call were spent
+	// before any byte reached the client, and the request went to its
+	// fallback model; Verdict is the failure's kind, Reason the model.
+	TraceModelFallback TraceKind = "model_fallback"
 )
 
 // Trace is one event of the guard. It never holds argument bodies, prompt

@@ -92,6 +92,18 @@ type Exchange struct {
 	// way the failure table calls safe to retry, before any byte reached
 	// the client; the zero value retries nothing.
 	Retry Retry
+	// Fallback, when set, takes over once the retries of a failure safe
+	// to retry are spent, while nothing reached the client: the request
+	// is sent again with the fallback's model (fitted to its window) to
+	// its upstream, with retries of its own. Nil has none.
+	Fallback *Fallback
+}
+
+// Fallback is the model a request falls back to, and the upstream that
+// serves it.
+type Fallback struct {
+	Model    string
+	Upstream Upstream
 }
 
 // Retry is the retry policy of upstream calls: up to Attempts new calls

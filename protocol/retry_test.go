@@ -107,3 +107,69 @@ func answered(res result) bool {
 	}
 	return false
 }
+
+// TestFallback: once the retries of a failure safe to retry are spent
+// before any byte reached the client, the request goes to the fallback
+// model on its upstream, named in X-Phasegate-Fallback-Model, on both
+// strategies; a failure not safe to retry, or one after bytes, does not
+// fall back.
+func TestFallback(t *testing.T) {
+	answer := streamReply(stream().Role().Content("done").Finish("stop").Done())
+	busy := reply{sendErr: &protocol.UpstreamError{Status: 503, Header: http.Header{}}}
+	bad := reply{sendErr: &protocol.UpstreamError{Status: 400, Header: http.Header{}}}
+	tests := []struct {
+		name          string
+		first         []reply
+		fallbackCalls int
+		wantFallback  bool
+	}{
+		{name: "503 after its retry", first: []reply{busy, busy}, fallbackCalls: 1, wantFallback: true},
+		{name: "400 never falls back", first: []reply{bad}, fallbackCalls: 0},
+	}
+	for _, tt := range tests {
+		for _, s := range []protocol.Strategy{protocol.Standard{}, protocol.NewTwoStage(protocol.TwoStageConfig{}, nil)} {
+			t.Run(s.Name()+"/"+tt.name, func(t *testing.T) {
+				first := newUpstream(t, tt.first...)
+				fb := newUpstream(t, answer)
+				x := exchange(newRequest(t, true, history(), ""), first, protocol.Limits{})
+				x.Retry = protocol.Retry{Attempts: 1, Base: time.Millisecond}
+				x.Fallback = &protocol.Fallback{Model: "backup-model", Upstream: fb}
+				res := run(t, s, x)
+				if got := len(fb.sent()); got != tt.fallbackCalls {
+					t.Fatalf("fallback calls = %d, want %d", got, tt.fallbackCalls)
+				}
+				if !tt.wantFallback {
+					if res.err == nil {
+						t.Errorf("no error, want the first upstream's")
+					}
+					return
+				}
+				if !answered(res) {
+					t.Fatalf("events %v (error %v), want the fallback's answer", kinds(res.events), res.err)
+				}
+				if m := fb.sent()[0].Model; m != "backup-model" {
+					t.Errorf("fallback got model %q, want backup-model", m)
+				}
+				if h := res.events[0].Header.Get("X-Phasegate-Fallback-Model"); h != "backup-model" {
+					t.Errorf("X-Phasegate-Fallback-Model = %q, want backup-model", h)
+				}
+			})
+		}
+	}
+}
+
+// TestFallbackReasks: the guard's later calls of a request that fell back
+// go to the fallback model too.
+func TestFallbackReasks(t *testing.T) {
+	dup := streamReply(stream().Role().ToolCall(0, "c9", "read_file", `{"path":"a.go"}`).Finish("tool_calls").Done())
+	answer := streamReply(stream().Role().Content("done").Finish("stop").Done())
+	first := newUpstream(t, reply{sendErr: &protocol.UpstreamError{Status: 502, Header: http.Header{}}})
+	fb := newUpstream(t, dup, answer)
+	x := exchange(newRequest(t, true, history(ran("c1", "read_file", `{"path":"a.go"}`)), ""), first, protocol.Limits{})
+	x.Fallback = &protocol.Fallback{Model: "backup-model", Upstream: fb}
+	read(t, run(t, protocol.NewTwoStage(protocol.TwoStageConfig{}, nil), x))
+	sent := fb.sent()
+	if len(sent) != 2 || sent[0].Model != "backup-model" || sent[1].Model != "backup-model" {
+		t.Errorf("fallback calls %d, want the call and its re-ask, both to backup-model", len(sent))
+	}
+}

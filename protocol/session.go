@@ -48,6 +48,9 @@ type session struct {
 	// transientLeft is how many transient ends may still be retried.
 	transientLeft int
 	refitted      bool // a context-length error was learned from once
+	// fellBack is the fallback model the request switched to, "" while
+	// it has not.
+	fellBack string
 
 	usage     json.RawMessage // summed over every upstream call
 	estimated bool            // some of usage is the gateway's estimate
@@ -80,7 +83,11 @@ func (s *session) send(ctx context.Context, req *chat.Request, p *Prompt) (*Resp
 		}
 		wait, ok := s.retryWait(err, attempt)
 		if !ok {
-			return nil, err
+			if !s.fallBack(ctx, req, p, err) {
+				return nil, err
+			}
+			attempt = -1 // the fallback has retries of its own
+			continue
 		}
 		f := Classify(err)
 		s.trace(ctx, metrics.Trace{Kind: metrics.TraceUpstreamRetry, Verdict: f.UpstreamKind, Reason: wait.String()})
@@ -89,6 +96,37 @@ func (s *session) send(ctx context.Context, req *chat.Request, p *Prompt) (*Resp
 			return nil, err
 		}
 	}
+}
+
+// fallBack switches the request to the exchange's fallback after err,
+// when that is safe: nothing reached the client, err is one a new call may
+// follow, and the fallback was not taken already. It reports whether it
+// did.
+func (s *session) fallBack(ctx context.Context, req *chat.Request, p *Prompt, err error) bool {
+	fb := s.x.Fallback
+	if fb == nil || s.fellBack != "" || s.wrote || !Classify(err).RetrySafe {
+		return false
+	}
+	// The client's request too: the guard builds its later calls (re-asks)
+	// from it, and they go to the fallback as well.
+	for _, r := range []*chat.Request{req, s.x.Request} {
+		if r.Set("model", fb.Model) != nil {
+			return false
+		}
+		r.Model = fb.Model
+	}
+	if s.x.Tokens != nil {
+		np, ferr := s.x.Tokens.Fit(req)
+		if ferr != nil {
+			return false // the fallback's window cannot hold it: the first failure stands
+		}
+		*p, s.x.Prompt = np, np
+	}
+	s.fellBack = fb.Model
+	s.x.Upstream = fb.Upstream
+	s.trace(ctx, metrics.Trace{Kind: metrics.TraceModelFallback, Verdict: Classify(err).UpstreamKind, Reason: fb.Model})
+	s.metrics.ModelFallback()
+	return true
 }
 
 // retryWait reports whether the failure err of attempt (from 0) may be
@@ -183,7 +221,21 @@ func (s *session) start(h http.Header) error {
 		return nil
 	}
 	s.started = true
-	return s.put(Event{Kind: KindStart, Header: h})
+	return s.put(Event{Kind: KindStart, Header: s.withFallback(h)})
+}
+
+// withFallback names the fallback model in a copy of h when the request
+// fell back.
+func (s *session) withFallback(h http.Header) http.Header {
+	if s.fellBack == "" {
+		return h
+	}
+	h = h.Clone()
+	if h == nil {
+		h = http.Header{}
+	}
+	h.Set("X-Phasegate-Fallback-Model", s.fellBack)
+	return h
 }
 
 // hold keeps an opening chunk back until something follows it, so that a

@@ -69,7 +69,7 @@ func (s Standard) whole(ctx context.Context, ss *session, resp *Response, p Prom
 	if usage != nil {
 		ss.addUsage(usage, p)
 	}
-	return false, ss.put(Event{Kind: KindResponse, Status: resp.Status, Header: resp.Header, Data: resp.Body})
+	return false, ss.put(Event{Kind: KindResponse, Status: resp.Status, Header: ss.withFallback(resp.Header), Data: resp.Body})
 }
 
 // pass forwards one streamed answer, and closes it however that ends. It

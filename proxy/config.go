@@ -58,6 +58,13 @@ type Route struct {
 	Provider string
 }
 
+// Fallback sends the models that match Pattern (a name, or a prefix
+// ending in "*") to Model once their retries are spent.
+type Fallback struct {
+	Pattern string
+	Model   string
+}
+
 // Timeouts bound the waits on an upstream. Zero disables a bound.
 type Timeouts struct {
 	// Connect bounds dialling and the TLS handshake. Default 10s.
@@ -103,6 +110,13 @@ type Config struct {
 	// bearer token) to use the gateway (PHASEGATE_API_KEYS); they are
 	// never sent upstream, so every provider needs a key of its own.
 	ClientKeys []ClientKey
+	// Fallbacks map a model (a name, or a prefix ending in "*") to the
+	// model a request falls back to once its retries are spent before any
+	// byte reached the client (MODEL_FALLBACKS). The fallback is routed
+	// like any model; one on another provider is used only when the
+	// gateway holds that provider's key, so a client's own key never goes
+	// to a provider its model does not route to.
+	Fallbacks []Fallback
 	// Retry bounds the new attempts of an upstream call that failed in a
 	// way safe to retry before any byte reached the client
 	// (UPSTREAM_RETRIES, UPSTREAM_RETRY_MAX_WAIT). The zero value retries

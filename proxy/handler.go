@@ -411,15 +411,8 @@ func (c *chatRequest) serve(ctx context.Context) metrics.Outcome {
 	}
 	c.x.Meter = &requestMeter{m: h.metrics, provider: c.provider.Name, model: c.x.Request.Model, label: h.metrics.ModelLabel(c.x.Request.Model),
 		tokens: h.tokens, learn: !c.provider.Simulated, trace: c.trace}
-	c.x.Upstream = &timedUpstream{m: h.metrics, provider: c.provider.Name, wait: &c.upstreamWait, trace: c.trace, next: &upstream{
-		propagator: h.propagator,
-		client:     h.client,
-		cfg:        &h.cfg,
-		provider:   c.provider,
-		header:     forwardHeader(c.r.Header),
-		requestID:  c.id,
-		onComment:  func(line []byte) { _ = out.comment(line) },
-	}}
+	c.x.Upstream = c.upstream(c.provider, out)
+	c.x.Fallback = c.fallback(out)
 	status, err := c.pump(ctx, c.strategy, out)
 	if f := protocol.Classify(err); err != nil && f.Guard && !out.committed() {
 		c.log.Error("guard failed; serving through the standard protocol", "error", err)
@@ -450,6 +443,38 @@ func (c *chatRequest) serve(ctx context.Context) metrics.Outcome {
 		_ = out.done() // the stream still ends as streams end
 	}
 	return f.Outcome
+}
+
+// upstream is the protocol.Upstream of this request on provider p.
+func (c *chatRequest) upstream(p *Provider, out sink) protocol.Upstream {
+	h := c.h
+	return &timedUpstream{m: h.metrics, provider: p.Name, wait: &c.upstreamWait, trace: c.trace, next: &upstream{
+		propagator: h.propagator,
+		client:     h.client,
+		cfg:        &h.cfg,
+		provider:   p,
+		header:     forwardHeader(c.r.Header),
+		requestID:  c.id,
+		onComment:  func(line []byte) { _ = out.comment(line) },
+	}}
+}
+
+// fallback is the request's fallback model, nil when none is configured
+// for its model, or when it is on another provider for which the gateway
+// holds no key: the client's own key goes only to the provider its model
+// routes to.
+func (c *chatRequest) fallback(out sink) *protocol.Fallback {
+	for _, f := range c.h.cfg.Fallbacks {
+		if !match(f.Pattern, c.x.Request.Model) {
+			continue
+		}
+		p := c.h.cfg.provider(f.Model)
+		if p.Name != c.provider.Name && p.APIKey == "" && !p.Simulated {
+			return nil
+		}
+		return &protocol.Fallback{Model: f.Model, Upstream: c.upstream(p, out)}
+	}
+	return nil
 }
 
 // fail answers a request that failed before any byte was written, and

@@ -2,7 +2,9 @@ package proxy_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -60,6 +62,47 @@ func TestE2ERetry(t *testing.T) {
 				if got := gathered(t, reg, "phasegate_upstream_retries_total", "kind", kind); got != want {
 					t.Errorf("retries of kind %s = %v, want %v", kind, got, want)
 				}
+			}
+		})
+	}
+}
+
+// TestE2EModelFallback: a model whose provider keeps failing falls back,
+// after its retries, to the configured model on another provider when the
+// gateway holds that provider's key, with the client told in
+// X-Phasegate-Fallback-Model; without that key it does not (the client's
+// own key never goes to a provider its model does not route to).
+func TestE2EModelFallback(t *testing.T) {
+	for _, serverKey := range []bool{true, false} {
+		t.Run(fmt.Sprintf("gateway holds the backup's key: %v", serverKey), func(t *testing.T) {
+			t.Parallel()
+			busy := sim.Error(http.StatusServiceUnavailable, "overloaded", "server_error", "overloaded")
+			down, dsrv := proxytest.NewServer(t, proxytest.Script(busy, busy))
+			backup, bsrv := proxytest.NewServer(t, proxytest.Script(sim.NewStream("gpt-backup").Role().Content("from the backup").Finish("stop").Done().Reply()))
+			openai := proxy.Provider{Name: "openai", BaseURL: bsrv.URL + "/v1"}
+			if serverKey {
+				openai.APIKey = "sk-backup-0123456789"
+			}
+			cfg := proxy.Config{Providers: []proxy.Provider{{Name: "deepseek", BaseURL: dsrv.URL + "/v1"}, openai},
+				Retry:     protocol.Retry{Attempts: 1, Base: time.Millisecond},
+				Fallbacks: []proxy.Fallback{{Pattern: "deepseek-*", Model: "gpt-backup"}}}
+			gw := serveGateway(t, cfg, proxy.Options{DefaultProtocol: proxy.ProtocolTwoStage, TwoStage: protocol.NewTwoStage(protocol.TwoStageConfig{}, nil)})
+			resp, got := tsPost(t, gw, "/v1/chat/completions", tsBody(true, ""), http.Header{"Authorization": {"Bearer sk-client-own-0123456789"}})
+			if n := len(down.Received()); n != 2 {
+				t.Errorf("calls to the failing provider = %d, want 2 (the call and its retry)", n)
+			}
+			if !serverKey {
+				if resp.StatusCode != http.StatusServiceUnavailable || len(backup.Received()) != 0 {
+					t.Errorf("status %d with %d backup calls, want the 503 relayed and no backup call", resp.StatusCode, len(backup.Received()))
+				}
+				return
+			}
+			if resp.StatusCode != http.StatusOK || resp.Header.Get("X-Phasegate-Fallback-Model") != "gpt-backup" {
+				t.Fatalf("status %d, fallback %q: %s", resp.StatusCode, resp.Header.Get("X-Phasegate-Fallback-Model"), got)
+			}
+			b := backup.Received()
+			if len(b) != 1 || !strings.Contains(string(b[0].Body), `"model":"gpt-backup"`) || b[0].Header.Get("Authorization") != "Bearer sk-backup-0123456789" {
+				t.Errorf("the backup got %d calls; want one for gpt-backup with the gateway's own key", len(b))
 			}
 		})
 	}

@@ -109,6 +109,7 @@ var settings = []setting{
 	{env: "REQUEST_TIMEOUT", def: proxy.DefaultTimeouts.Request.String(), kind: kindDuration, help: "bound on one whole client request"},
 	{env: "UPSTREAM_RETRIES", def: strconv.Itoa(proxy.DefaultRetry.Attempts), kind: kindInt, help: "new attempts of an upstream call that failed before any byte reached the client in a way safe to retry (connect failure, first-byte timeout, 429, 5xx), with jittered exponential backoff; 0 retries nothing"},
 	{env: "UPSTREAM_RETRY_MAX_WAIT", def: proxy.DefaultRetry.MaxWait.String(), kind: kindDuration, help: "longest wait before a retry; an upstream's Retry-After longer than this is not waited for"},
+	{env: "MODEL_FALLBACKS", kind: kindList, help: "fallback models, comma-separated, each MODEL=FALLBACK (MODEL may end in * for a prefix), e.g. deepseek-v4-pro=deepseek-v4-flash: a request whose retries are spent before any byte reached the client goes to FALLBACK, routed like any model"},
 	{env: "PHASEGATE_API_KEYS", kind: kindSecret, help: "client keys, comma-separated, each KEY or KEY:PROJECT; when set, a request must present one as a bearer token (never sent upstream), and a key's project replaces X-Project-Id"},
 	{env: "PASSTHROUGH_ENDPOINTS", def: strings.Join(trimSlashes(proxy.DefaultPassThrough), ","), kind: kindList, help: "other /v1 endpoints passed through with the gateway's own key, comma-separated (path prefixes such as embeddings); * allows any; a client calling with its own key reaches any"},
 	{env: "SHUTDOWN_DRAIN_DELAY", def: "5s", kind: kindDuration, help: "on SIGTERM or SIGINT, how long /readyz answers 503 while the gateway still accepts and serves, so a load balancer stops sending before the listener closes; 0 closes it at once"},
@@ -706,6 +707,7 @@ func resolve(v map[string]value, fc fileConfig) (options, error) {
 		Retry:         proxy.Retry(num("UPSTREAM_RETRIES"), dur("UPSTREAM_RETRY_MAX_WAIT")),
 		ClientKeys:    clientKeys(v["PHASEGATE_API_KEYS"].raw),
 		PassThrough:   list(v["PASSTHROUGH_ENDPOINTS"].raw),
+		Fallbacks:     fallbacks(list(v["MODEL_FALLBACKS"].raw), bad),
 		Timeouts: proxy.Timeouts{
 			Connect:   dur("UPSTREAM_CONNECT_TIMEOUT"),
 			FirstByte: dur("UPSTREAM_FIRST_BYTE_TIMEOUT"),
@@ -862,6 +864,21 @@ func trimSlashes(paths []string) []string {
 	out := make([]string, len(paths))
 	for i, p := range paths {
 		out[i] = strings.Trim(p, "/")
+	}
+	return out
+}
+
+// fallbacks reads MODEL_FALLBACKS: MODEL=FALLBACK items.
+func fallbacks(items []string, bad func(name, rule string)) []proxy.Fallback {
+	var out []proxy.Fallback
+	for _, item := range items {
+		pattern, model, ok := strings.Cut(item, "=")
+		pattern, model = strings.TrimSpace(pattern), strings.TrimSpace(model)
+		if !ok || pattern == "" || model == "" {
+			bad("MODEL_FALLBACKS", "must be MODEL=FALLBACK items, comma-separated, such as deepseek-v4-pro=deepseek-v4-flash")
+			continue
+		}
+		out = append(out, proxy.Fallback{Pattern: pattern, Model: model})
 	}
 	return out
 }

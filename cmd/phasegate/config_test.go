@@ -210,6 +210,7 @@ func TestInvalid(t *testing.T) {
 		{name: "metrics behind no admin key", env: map[string]string{"METRICS_REQUIRE_ADMIN_KEY": "true"}, wantIn: "METRICS_REQUIRE_ADMIN_KEY=true: needs ADMIN_API_KEY"},
 		{name: "admin address not an address", env: map[string]string{"ADMIN_LISTEN_ADDR": "localhost"}, wantIn: "ADMIN_LISTEN_ADDR=localhost: must be host:port"},
 		{name: "negative retries", env: map[string]string{"UPSTREAM_RETRIES": "-1"}, wantIn: "UPSTREAM_RETRIES=-1"},
+		{name: "a fallback without its model", env: map[string]string{"MODEL_FALLBACKS": "deepseek-v4-pro"}, wantIn: "MODEL_FALLBACKS=deepseek-v4-pro: must be MODEL=FALLBACK items"},
 		{name: "drain delay without a unit in the file", file: "shutdown_drain_delay: 5\n", wantIn: ":2: shutdown_drain_delay: 5: must be a duration of 0 or more, with a unit: 500ms, 30s, 2m, 1h (5s for seconds)"},
 		{name: "bad bool", env: map[string]string{"TWO_STAGE_ENABLED": "maybe"}, wantIn: "TWO_STAGE_ENABLED=maybe: must be true or false"},
 		{name: "bad bool in the file", file: "show_notices: maybe\n", wantIn: ":2: show_notices: maybe: must be true or false"},
