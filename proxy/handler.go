@@ -169,7 +169,7 @@ func (h *Handler) routes() *gin.Engine {
 	// routes are served with and without it; any other path is matched as
 	// it came.
 	e.RedirectTrailingSlash = false
-	e.Use(h.requestID, h.recover)
+	e.Use(h.requestID, h.recover, h.limitHeaders)
 	for _, slash := range []string{"", "/"} {
 		e.POST("/v1/chat/completions"+slash, h.authorize, func(c *gin.Context) { h.serveChat(c.Writer, c.Request, h.deflt) })
 		e.POST("/standard/v1/chat/completions"+slash, h.authorize, func(c *gin.Context) { h.serveChat(c.Writer, c.Request, ProtocolStandard) })

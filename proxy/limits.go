@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"net/http"
 
+	"github.com/gin-gonic/gin"
+
 	"github.com/phasegate/phasegate/protocol/chat"
 )
 
@@ -24,15 +26,20 @@ type Limits struct {
 	// MaxArgumentsBytes bounds the arguments of one tool call in the
 	// history. Default 4 MiB.
 	MaxArgumentsBytes int
+	// MaxHeaderBytes bounds a request's header fields, names and values
+	// together. Default 64 KiB. (The server itself refuses more than
+	// 1 MiB before the gateway sees the request.)
+	MaxHeaderBytes int
 }
 
 // DefaultLimits are the limits phasegate starts with.
-var DefaultLimits = Limits{MaxDepth: 64, MaxMessages: 10_000, MaxTools: 512, MaxToolSchemaBytes: 256 << 10, MaxArgumentsBytes: 4 << 20}
+var DefaultLimits = Limits{MaxDepth: 64, MaxMessages: 10_000, MaxTools: 512, MaxToolSchemaBytes: 256 << 10, MaxArgumentsBytes: 4 << 20, MaxHeaderBytes: 64 << 10}
 
 func (l Limits) withDefaults() Limits {
 	d := DefaultLimits
 	for _, f := range []struct{ v, def *int }{{&l.MaxDepth, &d.MaxDepth}, {&l.MaxMessages, &d.MaxMessages},
-		{&l.MaxTools, &d.MaxTools}, {&l.MaxToolSchemaBytes, &d.MaxToolSchemaBytes}, {&l.MaxArgumentsBytes, &d.MaxArgumentsBytes}} {
+		{&l.MaxTools, &d.MaxTools}, {&l.MaxToolSchemaBytes, &d.MaxToolSchemaBytes}, {&l.MaxArgumentsBytes, &d.MaxArgumentsBytes},
+		{&l.MaxHeaderBytes, &d.MaxHeaderBytes}} {
 		if *f.v <= 0 {
 			*f.v = *f.def
 		}
@@ -94,4 +101,22 @@ func checkShape(req *chat.Request, l Limits) error {
 func tooLarge(param, format string, args ...any) *chat.Error {
 	return &chat.Error{Status: http.StatusRequestEntityTooLarge, Type: chat.TypeInvalidRequest, Code: "request_too_large", Param: param,
 		Message: fmt.Sprintf(format, args...)}
+}
+
+// limitHeaders answers a request whose header fields are over the limit
+// with a 431 in OpenAI's shape.
+func (h *Handler) limitHeaders(c *gin.Context) {
+	n := 0
+	for k, vs := range c.Request.Header {
+		for _, v := range vs {
+			n += len(k) + len(v) + 4 // ": " and CRLF
+		}
+	}
+	if n > h.cfg.Limits.MaxHeaderBytes {
+		writeJSONError(c.Writer, &chat.Error{Status: http.StatusRequestHeaderFieldsTooLarge, Type: chat.TypeInvalidRequest, Code: "headers_too_large",
+			Message: fmt.Sprintf("the request's header fields are %d bytes; this gateway accepts at most %d", n, h.cfg.Limits.MaxHeaderBytes)})
+		c.Abort()
+		return
+	}
+	c.Next()
 }

@@ -85,3 +85,21 @@ func TestRequestLimits(t *testing.T) {
 		})
 	}
 }
+
+// TestHeaderLimit: header fields over the limit get a 431 in OpenAI's
+// shape before anything else looks at the request.
+func TestHeaderLimit(t *testing.T) {
+	up, usrv := proxytest.NewServer(t, proxytest.Script())
+	cfg := config(usrv)
+	cfg.Limits = proxy.Limits{MaxHeaderBytes: 1024}
+	gw := serveGateway(t, cfg, proxy.Options{})
+	resp := post(t, testContext(t), gw, "/v1/chat/completions", `{"model":"gpt-test","messages":[{"role":"user","content":"hi"}]}`,
+		http.Header{"X-Padding": {strings.Repeat("p", 2000)}})
+	got := readAll(t, resp.Body)
+	if resp.StatusCode != http.StatusRequestHeaderFieldsTooLarge || !strings.Contains(string(got), `"code":"headers_too_large"`) {
+		t.Errorf("got %d %s, want a 431 headers_too_large", resp.StatusCode, got)
+	}
+	if n := len(up.Received()); n != 0 {
+		t.Errorf("%d requests reached the upstream", n)
+	}
+}
