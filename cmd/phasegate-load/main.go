@@ -82,7 +82,7 @@ func parseFlags(args []string, out io.Writer) (config, error) {
 	fs.Float64Var(&c.slow, "slow", 0.1, "share of requests read slowly (-slow-delay after every event)")
 	fs.DurationVar(&c.slowDelay, "slow-delay", 40*time.Millisecond, "pause of a slow reader after each event")
 	fs.Float64Var(&c.tool, "tool", 0.5, "share of requests answered with a tool call (the rest with text)")
-	fs.DurationVar(&c.direct, "direct", 15*time.Second, "how long the same load goes straight to the double first, for the latency the gateway adds; 0 skips it")
+	fs.DurationVar(&c.direct, "direct", 15*time.Second, "how long the load, every client reading in full, goes straight to the double first, for the latency the gateway adds; 0 skips it")
 	fs.DurationVar(&c.requestTimeout, "request-timeout", 60*time.Second, "bound on one request")
 	fs.DurationVar(&c.sample, "sample", 5*time.Second, "interval of the gateway's RSS and goroutine samples")
 	fs.DurationVar(&c.settle, "settle", 2*time.Minute, "longest wait, after the load, for goroutines and RSS to come back (idle upstream connections close after 90 s)")
