@@ -435,8 +435,12 @@ func (c *chatRequest) serve(ctx context.Context) metrics.Outcome {
 		return c.fail(err)
 	}
 	f := protocol.Classify(err)
-	c.log.Warn("stream failed after start", "error", err, "code", f.Error.Code)
-	if f.Error.Status != statusClientClosed {
+	if f.Error.Status == statusClientClosed {
+		// An agent's user who stops an answer is routine, not a warning:
+		// under load these were most of the warn lines.
+		c.log.Info("client closed the stream", "error", err, "duration_ms", millis(time.Since(c.start)))
+	} else {
+		c.log.Warn("stream failed after start", "error", err, "code", f.Error.Code)
 		out.fail(f.Error)
 	}
 	if errors.Is(err, protocol.ErrShuttingDown) {

@@ -1,7 +1,9 @@
 package proxy_test
 
 import (
+	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"io"
@@ -15,6 +17,7 @@ import (
 	"github.com/phasegate/phasegate/protocol"
 	"github.com/phasegate/phasegate/proxy"
 	"github.com/phasegate/phasegate/proxy/proxytest"
+	"github.com/phasegate/phasegate/sim"
 )
 
 // TestTrailingSlash checks a path with a trailing slash is served, or
@@ -153,5 +156,25 @@ func TestLogDurations(t *testing.T) {
 	}
 	if !seen["request served"] || !seen["request failed"] {
 		t.Errorf("log lines seen: %v, want request served and request failed:\n%s", seen, logs.String())
+	}
+}
+
+// TestLogClientClosedStream checks a client that hangs up mid-stream is
+// logged at info, not as a warning: agents' users stop answers routinely.
+func TestLogClientClosedStream(t *testing.T) {
+	t.Parallel()
+	_, usrv := proxytest.NewServer(t, proxytest.Script(sim.Reply{Events: sim.NewStream(testModel).Role().Content("thinking...").Events(), Hang: true}))
+	logs := &logBuffer{wrote: make(chan struct{}, 1)}
+	gw := serveGateway(t, config(usrv), proxy.Options{Logger: slog.New(slog.NewJSONHandler(logs, nil))})
+	ctx, cancel := context.WithCancel(testContext(t))
+	resp := post(t, ctx, gw, "/v1/chat/completions", chatBody(true), nil)
+	if _, err := bufio.NewReader(resp.Body).ReadString('\n'); err != nil {
+		t.Fatalf("read the first event: %v", err)
+	}
+	cancel()
+	resp.Body.Close()
+	logs.waitFor(t, `"msg":"client closed the stream"`)
+	if s := logs.String(); strings.Contains(s, `"level":"WARN"`) {
+		t.Errorf("a client that hung up logged a warning:\n%s", s)
 	}
 }

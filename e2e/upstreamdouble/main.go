@@ -14,11 +14,16 @@
 // the requests the double received with that X-Request-Id header (every
 // request when the parameter is empty), so a test can check what the
 // gateway sent upstream.
+//
+// With -record=false it keeps nothing of what it received (and
+// /_double/requests answers an empty array): for load runs, whose millions
+// of requests would otherwise fill its memory.
 package main
 
 import (
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"net"
@@ -35,19 +40,22 @@ import (
 )
 
 func main() {
-	if err := run(os.Stdin, os.Stdout); err != nil {
+	record := flag.Bool("record", true, "keep every request received, for GET /_double/requests")
+	flag.Parse()
+	if err := run(os.Stdin, os.Stdout, *record); err != nil {
 		fmt.Fprintln(os.Stderr, "upstreamdouble:", err)
 		os.Exit(1)
 	}
 }
 
 // run serves until stdin reaches EOF (or fails), then closes the server.
-func run(stdin io.Reader, stdout io.Writer) error {
+// record says whether requests are kept for /_double/requests.
+func run(stdin io.Reader, stdout io.Writer, record bool) error {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
-	srv := &http.Server{Handler: newHandler(), ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: newHandler(record), ReadHeaderTimeout: 10 * time.Second}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 	if _, err := fmt.Fprintf(stdout, "http://%s\n", ln.Addr()); err != nil {
@@ -65,9 +73,17 @@ func run(stdin io.Reader, stdout io.Writer) error {
 	return nil
 }
 
-func newHandler() http.Handler {
+func newHandler(record bool) http.Handler {
 	up := proxytest.NewUpstream(respond)
 	mux := http.NewServeMux()
+	if !record {
+		mux.HandleFunc("GET /_double/requests", func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = io.WriteString(w, "[]\n")
+		})
+		mux.HandleFunc("/", serveUnrecorded)
+		return mux
+	}
 	mux.HandleFunc("GET /_double/requests", func(w http.ResponseWriter, r *http.Request) {
 		id := r.URL.Query().Get("request_id")
 		out := []received{}
@@ -82,6 +98,13 @@ func newHandler() http.Handler {
 	})
 	mux.Handle("/", up)
 	return mux
+}
+
+// serveUnrecorded answers as proxytest.Upstream does, keeping nothing.
+func serveUnrecorded(w http.ResponseWriter, r *http.Request) {
+	body, _ := io.ReadAll(r.Body)
+	rec := proxytest.Received{Method: r.Method, Path: r.URL.Path, Header: r.Header, Body: body}
+	respond(rec).Serve(r.Context(), w)
 }
 
 // received is a recorded request as /_double/requests shows it. Body is the
@@ -226,6 +249,20 @@ var scenarios = map[string]scenario{
 		}
 		return s.Done().Reply()
 	},
+	// agent-text: a long answer for load runs, agentChunks content deltas,
+	// each agentDelay after the one before.
+	"agent-text": func(req *chat.Request) sim.Reply {
+		s := sim.NewStream(req.Model).Role().Content(agentPieces(agentChunks)...)
+		return paced(finish(req, s, chat.FinishStop))
+	},
+	// agent-tool: an agent's turn for load runs: agentToolText content
+	// deltas, then get_weather with toolArgPieces, each delta agentDelay
+	// after the one before.
+	"agent-tool": func(req *chat.Request) sim.Reply {
+		s := sim.NewStream(req.Model).Role().Content(agentPieces(agentToolText)...).
+			ToolCall(0, toolCallID, toolCallName, toolArgPieces...)
+		return paced(finish(req, s, chat.FinishToolCalls))
+	},
 	// leaked-call: DeepSeek writes its tool call into the content as V3
 	// special tokens, split across deltas, and finishes with stop.
 	"leaked-call": func(req *chat.Request) sim.Reply {
@@ -331,6 +368,39 @@ var (
 	thinkingEcho    = "reasoning_content received: "
 	transientAnswer = "Answered after a transient end."
 )
+
+// The load scenarios: agent-text streams agentChunks content deltas,
+// agent-tool agentToolText and a tool call, every delta agentDelay after the
+// one before, so a stream lasts about 2.4 s (agent-text) or 1.8 s (agent-tool)
+// at the double and anything longer is the path in between.
+const (
+	agentChunks   = 120
+	agentToolText = 80
+	agentDelay    = 20 * time.Millisecond
+)
+
+// agentText is what the load scenarios say, word by word, over and over.
+var agentText = strings.Fields("I'll start by reading the failing test to see what it expects, " +
+	"then look at the handler it calls. The error says the response was closed early, " +
+	"so the stream is probably not flushed before the deadline. Let me check the config " +
+	"and the retry path — 3 places set the timeout, and one of them uses `time.Second * 0`.")
+
+// agentPieces returns n deltas of agentText, each a word and its space.
+func agentPieces(n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = agentText[i%len(agentText)] + " "
+	}
+	return out
+}
+
+// paced makes every event of r after the first wait agentDelay.
+func paced(r sim.Reply) sim.Reply {
+	for i := 1; i < len(r.Events); i++ {
+		r.Events[i].Delay = agentDelay
+	}
+	return r
+}
 
 // seen holds the bodies the *-once scenarios answered already.
 var seen sync.Map

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -18,7 +19,7 @@ func startDouble(t *testing.T) (root string, stop func() error) {
 	stdoutR, stdoutW := io.Pipe()
 	done := make(chan error, 1)
 	go func() {
-		err := run(stdinR, stdoutW)
+		err := run(stdinR, stdoutW, true)
 		stdoutW.Close()
 		done <- err
 	}()
@@ -72,6 +73,14 @@ func TestDouble(t *testing.T) {
 			header:     map[string]string{"X-Test-Scenario": "tool-call"},
 			body:       `{"model":"m","messages":[{"role":"user","content":"hi"}]}`,
 			wantStatus: 200, wantType: "application/json", wantIn: `"name":"get_weather"`},
+		{name: "load text", method: "POST", path: "/v1/chat/completions",
+			header:     map[string]string{"X-Test-Scenario": "agent-text"},
+			body:       `{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}`,
+			wantStatus: 200, wantType: "text/event-stream", wantIn: `"finish_reason":"stop"`},
+		{name: "load tool call", method: "POST", path: "/v1/chat/completions",
+			header:     map[string]string{"X-Test-Scenario": "agent-tool"},
+			body:       `{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}`,
+			wantStatus: 200, wantType: "text/event-stream", wantIn: `"finish_reason":"tool_calls"`},
 		{name: "rate limit", method: "POST", path: "/v1/chat/completions",
 			header:     map[string]string{"X-Test-Scenario": "rate-limit"},
 			body:       `{"model":"m","messages":[{"role":"user","content":"hi"}]}`,
@@ -112,6 +121,33 @@ func TestDouble(t *testing.T) {
 				t.Errorf("body = %s, want it to contain %s", body, tt.wantIn)
 			}
 		})
+	}
+}
+
+func TestDoubleWithoutRecording(t *testing.T) {
+	srv := httptest.NewServer(newHandler(false))
+	defer srv.Close()
+	resp, err := http.Post(srv.URL+"/v1/chat/completions", "application/json",
+		strings.NewReader(`{"model":"m","messages":[{"role":"user","content":"scenario:text"}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), "Hello") {
+		t.Fatalf("answer = %d %s, want 200 with the text scenario's content", resp.StatusCode, body)
+	}
+	resp, err = http.Get(srv.URL + "/_double/requests")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var got []received
+	if err := json.NewDecoder(resp.Body).Decode(&got); err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 0 {
+		t.Fatalf("got %d recorded requests, want none", len(got))
 	}
 }
 
