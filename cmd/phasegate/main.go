@@ -96,22 +96,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return err
 	}
 	log := newLogger(stderr, o.logLevel)
-	tp, err := tracing.FromEnv(ctx, getenv, stderr)
+	tp, stopTracing, err := startTracing(ctx, getenv, stderr, log)
 	if err != nil {
 		return err
 	}
-	if tp != nil {
-		log.Info("tracing on: spans are exported as the OTEL_* environment variables say")
-		defer func() {
-			// The signal ended ctx; flushing the last spans gets its own
-			// bound.
-			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-			defer cancel()
-			if err := tp.Shutdown(sctx); err != nil {
-				log.Warn("tracing shutdown", "error", err)
-			}
-		}()
-	}
+	defer stopTracing()
 	h, err := newHandler(o, log, tp)
 	if err != nil {
 		return err
@@ -191,6 +180,24 @@ func shutdown(srv *http.Server, grace time.Duration, endRequests context.CancelC
 	if err := srv.Shutdown(fctx); err != nil {
 		_ = srv.Close()
 	}
+}
+
+// startTracing starts tracing when the OTEL_* variables ask for it; stop
+// flushes the last spans, within its own bound since the signal that ends
+// the gateway has ended ctx. tp is nil when tracing is off.
+func startTracing(ctx context.Context, getenv func(string) string, stderr io.Writer, log *slog.Logger) (tp *sdktrace.TracerProvider, stop func(), err error) {
+	tp, err = tracing.FromEnv(ctx, getenv, stderr)
+	if err != nil || tp == nil {
+		return nil, func() {}, err
+	}
+	log.Info("tracing on: spans are exported as the OTEL_* environment variables say")
+	return tp, func() {
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		if err := tp.Shutdown(sctx); err != nil {
+			log.Warn("tracing shutdown", "error", err)
+		}
+	}, nil
 }
 
 // adminListening, when set, is told the address the admin routes listen
