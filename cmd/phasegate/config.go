@@ -620,116 +620,170 @@ func versionLine() string {
 // resolve checks every value, each error naming the setting as it was
 // written and what it allows, and builds the options.
 func resolve(v map[string]value, fc fileConfig) (options, error) {
-	var errs []error
-	bad := func(name, rule string) {
-		s := setting{env: "PORT", kind: kindString}
-		if name != "PORT" {
-			s = settingNamed(name)
-		}
-		errs = append(errs, fmt.Errorf("%s: %s", s.written(v[name]), rule))
+	r := &resolver{v: v}
+	o := r.options()
+	o.proxy = r.proxyConfig(&o)
+	r.providers(&o, fc)
+	o.tokens = tokens.DefaultConfig()
+	o.tokens.ContextWindow = r.num("CONTEXT_WINDOW")
+	o.tokens.HistoryWindow = r.num("HISTORY_WINDOW")
+	o.tokens.ToolResultMaxTokens = r.num("TOOL_RESULT_MAX_TOKENS")
+	o.tokens.CacheBytes = int64(r.num("TOKEN_CACHE_BYTES"))
+	for name, m := range fc.models {
+		o.tokens.Models[name] = m.limits
 	}
-	num := func(name string) int {
-		s := settingNamed(name)
-		n, err := strconv.Atoi(strings.TrimSpace(v[name].raw))
-		if err != nil || n < s.min {
-			bad(name, fmt.Sprintf("must be a whole number of %d or more", s.min))
-		}
-		return n
+	if len(r.errs) > 0 {
+		return o, errors.Join(r.errs...)
 	}
-	dur := func(name string) time.Duration {
-		raw := strings.TrimSpace(v[name].raw)
-		d, err := time.ParseDuration(raw)
-		if err != nil || d < 0 {
-			rule := "must be a duration of 0 or more, with a unit: 500ms, 30s, 2m, 1h"
-			if _, nerr := strconv.Atoi(raw); nerr == nil {
-				rule += " (" + raw + "s for seconds)"
-			}
-			bad(name, rule)
-		}
-		return d
+	// Every setting was checked above; what is left to fail here is the
+	// combination, reported as the proxy sees it.
+	if err := o.proxy.WithDefaults().Validate(); err != nil {
+		return o, err
 	}
-	boolean := func(name string) bool {
-		switch strings.ToLower(strings.TrimSpace(v[name].raw)) {
-		case "true", "1", "yes", "on":
-			return true
-		case "false", "0", "no", "off":
-			return false
+	return o, nil
+}
+
+// resolver reads the values of the settings, collecting an error for each
+// one that is not what its setting allows.
+type resolver struct {
+	v    map[string]value
+	errs []error
+}
+
+// bad records that name's value breaks rule, naming the setting as written.
+func (r *resolver) bad(name, rule string) {
+	s := setting{env: "PORT", kind: kindString}
+	if name != "PORT" {
+		s = settingNamed(name)
+	}
+	r.errs = append(r.errs, fmt.Errorf("%s: %s", s.written(r.v[name]), rule))
+}
+
+func (r *resolver) num(name string) int {
+	s := settingNamed(name)
+	n, err := strconv.Atoi(strings.TrimSpace(r.v[name].raw))
+	if err != nil || n < s.min {
+		r.bad(name, fmt.Sprintf("must be a whole number of %d or more", s.min))
+	}
+	return n
+}
+
+func (r *resolver) dur(name string) time.Duration {
+	raw := strings.TrimSpace(r.v[name].raw)
+	d, err := time.ParseDuration(raw)
+	if err != nil || d < 0 {
+		rule := "must be a duration of 0 or more, with a unit: 500ms, 30s, 2m, 1h"
+		if _, nerr := strconv.Atoi(raw); nerr == nil {
+			rule += " (" + raw + "s for seconds)"
 		}
-		bad(name, "must be true or false")
+		r.bad(name, rule)
+	}
+	return d
+}
+
+func (r *resolver) boolean(name string) bool {
+	switch strings.ToLower(strings.TrimSpace(r.v[name].raw)) {
+	case "true", "1", "yes", "on":
+		return true
+	case "false", "0", "no", "off":
 		return false
 	}
-	choice := func(name string) string {
-		s, raw := settingNamed(name), strings.TrimSpace(v[name].raw)
-		if !slices.Contains(s.choices, raw) {
-			bad(name, "must be "+orList(s.choices))
-		}
-		return raw
+	r.bad(name, "must be true or false")
+	return false
+}
+
+func (r *resolver) choice(name string) string {
+	s, raw := settingNamed(name), strings.TrimSpace(r.v[name].raw)
+	if !slices.Contains(s.choices, raw) {
+		r.bad(name, "must be "+orList(s.choices))
 	}
-	baseURL := func(name string) string {
-		raw := strings.TrimSpace(v[name].raw)
-		u, err := url.Parse(raw)
-		switch {
-		case err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "":
-			bad(name, "must be an http:// or https:// URL with a host, such as "+settingNamed(name).def)
-		case u.RawQuery != "" || u.Fragment != "":
-			bad(name, "must be an API root without a query or fragment, such as "+settingNamed(name).def)
-		}
-		return raw
+	return raw
+}
+
+func (r *resolver) baseURL(name string) string {
+	raw := strings.TrimSpace(r.v[name].raw)
+	u, err := url.Parse(raw)
+	switch {
+	case err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "":
+		r.bad(name, "must be an http:// or https:// URL with a host, such as "+settingNamed(name).def)
+	case u.RawQuery != "" || u.Fragment != "":
+		r.bad(name, "must be an API root without a query or fragment, such as "+settingNamed(name).def)
 	}
+	return raw
+}
+
+// options reads the gateway's own settings.
+func (r *resolver) options() options {
+	v := r.v
 	o := options{
-		listenAddr:      listenAddr(v, bad),
-		drainDelay:      dur("SHUTDOWN_DRAIN_DELAY"),
-		shutdownTimeout: dur("SHUTDOWN_TIMEOUT"),
-		logLevel:        choice("LOG_LEVEL"),
-		twoStage:        boolean("TWO_STAGE_ENABLED"),
-		showNotices:     boolean("SHOW_NOTICES"),
-		thinkingRepair:  boolean("THINKING_REPAIR"),
-		thinkingBytes:   int64(num("THINKING_MEMORY_BYTES")),
-		thinkingTTL:     dur("THINKING_MEMORY_TTL"),
-		defaultProtocol: choice("DEFAULT_PROTOCOL"),
+		listenAddr:      listenAddr(v, r.bad),
+		adminAddr:       adminAddr(v["ADMIN_LISTEN_ADDR"].raw, r.bad),
+		drainDelay:      r.dur("SHUTDOWN_DRAIN_DELAY"),
+		shutdownTimeout: r.dur("SHUTDOWN_TIMEOUT"),
+		logLevel:        r.choice("LOG_LEVEL"),
+		twoStage:        r.boolean("TWO_STAGE_ENABLED"),
+		showNotices:     r.boolean("SHOW_NOTICES"),
+		thinkingRepair:  r.boolean("THINKING_REPAIR"),
+		thinkingBytes:   int64(r.num("THINKING_MEMORY_BYTES")),
+		thinkingTTL:     r.dur("THINKING_MEMORY_TTL"),
+		defaultProtocol: r.choice("DEFAULT_PROTOCOL"),
 		planTools:       list(v["PLAN_TOOLS"].raw),
 		repeatableTools: list(v["REPEATABLE_TOOLS"].raw),
 		budgets: budgets{
-			maxPhaseCycles:       num("MAX_PHASE_CYCLES"),
-			maxDuplicateAttempts: num("MAX_DUPLICATE_ATTEMPTS"),
+			maxPhaseCycles:       r.num("MAX_PHASE_CYCLES"),
+			maxDuplicateAttempts: r.num("MAX_DUPLICATE_ATTEMPTS"),
 		},
 	}
-	if choice("MAX_TOOLS_PER_TOOL_PHASE") == "1" {
+	if r.choice("MAX_TOOLS_PER_TOOL_PHASE") == "1" {
 		o.budgets.maxToolsPerToolPhase = 1
 	}
 	o.sources = map[string]value{}
 	for name, val := range v {
 		o.sources[name] = val
 	}
+	return o
+}
+
+// proxyConfig reads the settings of the proxy but for its providers and
+// routes.
+func (r *resolver) proxyConfig(o *options) proxy.Config {
+	v := r.v
 	pc := proxy.Config{
-		MaxBodyBytes:  int64(num("MAX_BODY_BYTES")),
-		MaxEventBytes: num("MAX_EVENT_BYTES"),
-		Retry:         proxy.Retry(num("UPSTREAM_RETRIES"), dur("UPSTREAM_RETRY_MAX_WAIT")),
+		MaxBodyBytes:  int64(r.num("MAX_BODY_BYTES")),
+		MaxEventBytes: r.num("MAX_EVENT_BYTES"),
+		Retry:         proxy.Retry(r.num("UPSTREAM_RETRIES"), r.dur("UPSTREAM_RETRY_MAX_WAIT")),
 		ClientKeys:    clientKeys(v["PHASEGATE_API_KEYS"].raw),
 		PassThrough:   list(v["PASSTHROUGH_ENDPOINTS"].raw),
-		Fallbacks:     fallbacks(list(v["MODEL_FALLBACKS"].raw), bad),
+		Fallbacks:     fallbacks(list(v["MODEL_FALLBACKS"].raw), r.bad),
 		Timeouts: proxy.Timeouts{
-			Connect:   dur("UPSTREAM_CONNECT_TIMEOUT"),
-			FirstByte: dur("UPSTREAM_FIRST_BYTE_TIMEOUT"),
-			Idle:      dur("UPSTREAM_IDLE_TIMEOUT"),
-			Request:   dur("REQUEST_TIMEOUT"),
+			Connect:   r.dur("UPSTREAM_CONNECT_TIMEOUT"),
+			FirstByte: r.dur("UPSTREAM_FIRST_BYTE_TIMEOUT"),
+			Idle:      r.dur("UPSTREAM_IDLE_TIMEOUT"),
+			Request:   r.dur("REQUEST_TIMEOUT"),
 		},
+		AdminAPIKey:   proxy.Secret(v["ADMIN_API_KEY"].raw),
+		SeparateAdmin: o.adminAddr != "",
 	}
-	pc.AdminAPIKey = proxy.Secret(v["ADMIN_API_KEY"].raw)
-	o.adminAddr = adminAddr(v["ADMIN_LISTEN_ADDR"].raw, bad)
-	pc.SeparateAdmin = o.adminAddr != ""
-	if pc.MetricsNeedAdminKey = boolean("METRICS_REQUIRE_ADMIN_KEY"); pc.MetricsNeedAdminKey && pc.AdminAPIKey == "" {
-		bad("METRICS_REQUIRE_ADMIN_KEY", "needs ADMIN_API_KEY: with no admin key, nobody could read /metrics")
+	if pc.MetricsNeedAdminKey = r.boolean("METRICS_REQUIRE_ADMIN_KEY"); pc.MetricsNeedAdminKey && pc.AdminAPIKey == "" {
+		r.bad("METRICS_REQUIRE_ADMIN_KEY", "needs ADMIN_API_KEY: with no admin key, nobody could read /metrics")
 	}
+	return pc
+}
+
+// providers enables the providers (those named in PROVIDERS, else each
+// whose key or base URL is set, else the simulated model) and the file's
+// routes to them.
+func (r *resolver) providers(o *options, fc fileConfig) {
+	v := r.v
 	known := map[string]proxy.Provider{
-		"deepseek": {Name: "deepseek", BaseURL: baseURL("DEEPSEEK_BASE_URL"), APIKey: proxy.Secret(v["DEEPSEEK_API_KEY"].raw)},
-		"openai":   {Name: "openai", BaseURL: baseURL("OPENAI_BASE_URL"), APIKey: proxy.Secret(v["OPENAI_API_KEY"].raw)},
+		"deepseek": {Name: "deepseek", BaseURL: r.baseURL("DEEPSEEK_BASE_URL"), APIKey: proxy.Secret(v["DEEPSEEK_API_KEY"].raw)},
+		"openai":   {Name: "openai", BaseURL: r.baseURL("OPENAI_BASE_URL"), APIKey: proxy.Secret(v["OPENAI_API_KEY"].raw)},
 	}
 	var enabled []string
 	if names := list(v["PROVIDERS"].raw); len(names) > 0 {
 		for _, name := range names {
 			if _, ok := known[name]; !ok {
-				bad("PROVIDERS", fmt.Sprintf("unknown provider %q: the providers are deepseek and openai", name))
+				r.bad("PROVIDERS", fmt.Sprintf("unknown provider %q: the providers are deepseek and openai", name))
 				continue
 			}
 			if !slices.Contains(enabled, name) {
@@ -745,41 +799,23 @@ func resolve(v map[string]value, fc fileConfig) (options, error) {
 		}
 	}
 	for _, name := range enabled {
-		pc.Providers = append(pc.Providers, known[name])
+		o.proxy.Providers = append(o.proxy.Providers, known[name])
 	}
-	o.simulated = len(pc.Providers) == 0
-	for _, r := range fc.routes {
-		if !slices.Contains(enabled, r.provider) {
+	o.simulated = len(o.proxy.Providers) == 0
+	for _, rt := range fc.routes {
+		if !slices.Contains(enabled, rt.provider) {
 			rule := "is not enabled"
-			if _, ok := known[r.provider]; !ok {
+			if _, ok := known[rt.provider]; !ok {
 				rule = "is not a provider: the providers are deepseek and openai"
 			}
-			errs = append(errs, fmt.Errorf("%s:%d: routes: model %s: provider %s %s", fc.path, r.line, r.model, r.provider, rule))
+			r.errs = append(r.errs, fmt.Errorf("%s:%d: routes: model %s: provider %s %s", fc.path, rt.line, rt.model, rt.provider, rule))
 			continue
 		}
-		pc.Routes = append(pc.Routes, proxy.Route{Pattern: r.model, Provider: r.provider})
+		o.proxy.Routes = append(o.proxy.Routes, proxy.Route{Pattern: rt.model, Provider: rt.provider})
 	}
 	if o.simulated {
-		pc.Providers = append(pc.Providers, proxy.Provider{Name: simProvider, BaseURL: simBaseURL, Simulated: true})
+		o.proxy.Providers = append(o.proxy.Providers, proxy.Provider{Name: simProvider, BaseURL: simBaseURL, Simulated: true})
 	}
-	o.tokens = tokens.DefaultConfig()
-	o.tokens.ContextWindow = num("CONTEXT_WINDOW")
-	o.tokens.HistoryWindow = num("HISTORY_WINDOW")
-	o.tokens.ToolResultMaxTokens = num("TOOL_RESULT_MAX_TOKENS")
-	o.tokens.CacheBytes = int64(num("TOKEN_CACHE_BYTES"))
-	for name, m := range fc.models {
-		o.tokens.Models[name] = m.limits
-	}
-	o.proxy = pc
-	if len(errs) > 0 {
-		return o, errors.Join(errs...)
-	}
-	// Every setting was checked above; what is left to fail here is the
-	// combination, reported as the proxy sees it.
-	if err := pc.WithDefaults().Validate(); err != nil {
-		return o, err
-	}
-	return o, nil
 }
 
 // listenAddr returns the address to listen on: LISTEN_ADDR as host:port,
