@@ -111,7 +111,6 @@ const (
 // takes besides OtherModel. Every label combination starts at 0 so rates
 // exist before the first event.
 func New(reg prometheus.Registerer, providers []string, models ...string) *Metrics {
-	f := func(c prometheus.Collector) { reg.MustRegister(c) }
 	m := &Metrics{
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "phasegate_requests_total",
 			Help: "Chat completion requests served, by protocol and outcome."}, []string{"protocol", "outcome"}),
@@ -158,10 +157,22 @@ func New(reg prometheus.Registerer, providers []string, models ...string) *Metri
 			Help: "Tokens in (prompt) and out (completion) of upstream calls, reported or estimated, by configured model name (other: any other)."}, []string{"model", "kind"}),
 		models: slices.Clone(models),
 	}
+	m.register(reg)
+	m.zero(providers, models)
+	return m
+}
+
+// register registers every collector on reg.
+func (m *Metrics) register(reg prometheus.Registerer) {
 	for _, c := range []prometheus.Collector{m.requests, m.requestDuration, m.inFlight, m.upstreamLatency, m.upstreamErrors,
 		m.toolCalls, m.budgets, m.fallbacks, m.cycles, m.tokens, m.truncations, m.repairs, m.transient, m.retries, m.modelFallbacks, m.leaked, m.firstToken, m.overhead, m.modelTokens} {
-		f(c)
+		reg.MustRegister(c)
 	}
+}
+
+// zero starts every label combination at 0, so that rates exist before
+// the first event.
+func (m *Metrics) zero(providers, models []string) {
 	for _, p := range Protocols {
 		m.requestDuration.WithLabelValues(p)
 		m.inFlight.WithLabelValues(p)
@@ -210,7 +221,6 @@ func New(reg prometheus.Registerer, providers []string, models ...string) *Metri
 	for _, o := range LeakOutcomes {
 		m.leaked.WithLabelValues(o)
 	}
-	return m
 }
 
 // RequestStarted counts a request in flight; call the returned func once
