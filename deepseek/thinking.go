@@ -68,6 +68,29 @@ func (m *ReasoningMemory) Recall(callID string) (string, bool) {
 	return m.byID.Get(callID)
 }
 
+// Recaller looks up the reasoning remembered for a tool call id.
+// *ReasoningMemory is one; the proxy's view of a shared store, fetched
+// before the repair, is another.
+type Recaller interface {
+	Recall(callID string) (string, bool)
+}
+
+// ToolCallsLacking returns the ids of the tool calls of the assistant
+// messages that lack reasoning_content: the ids RepairThinking will look
+// up.
+func ToolCallsLacking(req *chat.Request) []string {
+	var ids []string
+	for _, m := range req.Messages {
+		if m.Role != chat.RoleAssistant || len(m.ToolCalls) == 0 || m.ReasoningContent != nil {
+			continue
+		}
+		for _, tc := range m.ToolCalls {
+			ids = append(ids, tc.ID)
+		}
+	}
+	return ids
+}
+
 // ThinkingRepairs says what RepairThinking changed.
 type ThinkingRepairs struct {
 	// Restored counts tool-call messages given back their remembered
@@ -95,10 +118,10 @@ func ThinkingDisabled(req *chat.Request) bool {
 }
 
 // RepairThinking restores the reasoning_content of assistant tool-call messages
-// that lack it, from mem (nil: nothing remembered), and downgrades a named
+// that lack it, from mem (a nil interface: nothing remembered), and downgrades a named
 // or "required" tool_choice to "auto". Messages are rewritten through
 // their raw form, so every other field survives.
-func RepairThinking(req *chat.Request, mem *ReasoningMemory) (ThinkingRepairs, error) {
+func RepairThinking(req *chat.Request, mem Recaller) (ThinkingRepairs, error) {
 	var rep ThinkingRepairs
 	var msgs []chat.Message // copied on the first change
 	for i, m := range req.Messages {

@@ -32,6 +32,7 @@ type Metrics struct {
 	firstToken      *prometheus.HistogramVec
 	overhead        *prometheus.HistogramVec
 	modelTokens     *prometheus.CounterVec
+	shared          sharedMetrics
 	// models are the configured model names, the values of the model
 	// label besides OtherModel.
 	models []string
@@ -156,6 +157,7 @@ func New(reg prometheus.Registerer, providers []string, models ...string) *Metri
 		modelTokens: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "phasegate_model_tokens_total",
 			Help: "Tokens in (prompt) and out (completion) of upstream calls, reported or estimated, by configured model name (other: any other)."}, []string{"model", "kind"}),
 		models: slices.Clone(models),
+		shared: newSharedMetrics(),
 	}
 	m.register(reg)
 	m.zero(providers, models)
@@ -166,6 +168,9 @@ func New(reg prometheus.Registerer, providers []string, models ...string) *Metri
 func (m *Metrics) register(reg prometheus.Registerer) {
 	for _, c := range []prometheus.Collector{m.requests, m.requestDuration, m.inFlight, m.upstreamLatency, m.upstreamErrors,
 		m.toolCalls, m.budgets, m.fallbacks, m.cycles, m.tokens, m.truncations, m.repairs, m.transient, m.retries, m.modelFallbacks, m.leaked, m.firstToken, m.overhead, m.modelTokens} {
+		reg.MustRegister(c)
+	}
+	for _, c := range m.shared.collectors() {
 		reg.MustRegister(c)
 	}
 }
@@ -221,6 +226,7 @@ func (m *Metrics) zero(providers, models []string) {
 	for _, o := range LeakOutcomes {
 		m.leaked.WithLabelValues(o)
 	}
+	m.shared.zero()
 }
 
 // RequestStarted counts a request in flight; call the returned func once

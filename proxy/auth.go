@@ -1,8 +1,10 @@
 package proxy
 
 import (
+	"context"
 	"crypto/sha256"
 	"crypto/subtle"
+	"encoding/hex"
 	"net/http"
 	"strings"
 
@@ -77,6 +79,7 @@ func (h *Handler) authorize(c *gin.Context) {
 		return
 	}
 	c.Request.Header.Del("Authorization")
+	c.Request = c.Request.WithContext(context.WithValue(c.Request.Context(), clientIDKey{}, hex.EncodeToString(h.keys.digests[i][:12])))
 	if p := h.keys.projects[i]; p != "" {
 		c.Request.Header.Set("X-Project-Id", p)
 	}

@@ -130,11 +130,57 @@ type Config struct {
 	// (METRICS_REQUIRE_ADMIN_KEY): without it, /metrics is open, as
 	// Prometheus scrapes expect.
 	MetricsNeedAdminKey bool
+	// RateLimits are the budgets per minute of each client key and each
+	// project; zero limits nothing.
+	RateLimits RateLimits
+	// Resume is how resumable streams are kept.
+	Resume Resume
 	// SeparateAdmin serves /metrics and /debug/ only through
 	// Handler.Admin, for a listener of their own (ADMIN_LISTEN_ADDR); the
 	// client routes then answer 404 for them.
 	SeparateAdmin bool
 }
+
+// RateLimits are budgets per minute, each 0 for none. A key's budget is
+// per client key (PHASEGATE_API_KEYS; without client keys, per bearer
+// token the client sends, or one budget for requests with none); a
+// project's is per project id (a key's project, or X-Project-Id).
+// Tokens are the prompt estimate taken before the call, corrected with
+// the reported usage after.
+type RateLimits struct {
+	// KeyRequests, KeyTokens: RATE_LIMIT_KEY_RPM, RATE_LIMIT_KEY_TPM.
+	KeyRequests, KeyTokens int
+	// ProjectRequests, ProjectTokens: RATE_LIMIT_PROJECT_RPM,
+	// RATE_LIMIT_PROJECT_TPM.
+	ProjectRequests, ProjectTokens int
+	// FailOpen lets requests through when the store of the limits fails
+	// (RATE_LIMIT_FAIL_OPEN, default true); false answers 503.
+	FailOpen bool
+}
+
+// any reports whether any limit is set.
+func (l RateLimits) any() bool {
+	return l.KeyRequests+l.KeyTokens+l.ProjectRequests+l.ProjectTokens > 0
+}
+
+// Resume says how resumable streams are kept.
+type Resume struct {
+	// All makes every stream resumable (RESUMABLE_STREAMS); otherwise a
+	// stream opts in with X-Phasegate-Resumable: true.
+	All bool
+	// TTL is how long the events of a stream are kept after its last
+	// (RESUME_TTL). Default 10m.
+	TTL time.Duration
+	// MaxBytes bounds the events kept of one stream; a stream whose
+	// client left is ended there (RESUME_MAX_BYTES). Default 16 MiB.
+	MaxBytes int64
+}
+
+// Defaults of Resume.
+const (
+	DefaultResumeTTL      = 10 * time.Minute
+	DefaultResumeMaxBytes = 16 << 20
+)
 
 // Retry is DefaultRetry with attempts new calls and waits of at most
 // maxWait.
@@ -180,6 +226,12 @@ func (c Config) WithDefaults() Config {
 		c.MaxResponseBytes = DefaultMaxResponseBytes
 	}
 	c.Limits = c.Limits.withDefaults()
+	if c.Resume.TTL == 0 {
+		c.Resume.TTL = DefaultResumeTTL
+	}
+	if c.Resume.MaxBytes == 0 {
+		c.Resume.MaxBytes = DefaultResumeMaxBytes
+	}
 	return c
 }
 
@@ -235,6 +287,15 @@ func (c Config) Validate() error {
 				bad("provider %q has no API key: with client keys (PHASEGATE_API_KEYS) the client's Authorization is the gateway's and is never passed upstream", p.Name)
 			}
 		}
+	}
+	for name, n := range map[string]int{"RATE_LIMIT_KEY_RPM": c.RateLimits.KeyRequests, "RATE_LIMIT_KEY_TPM": c.RateLimits.KeyTokens,
+		"RATE_LIMIT_PROJECT_RPM": c.RateLimits.ProjectRequests, "RATE_LIMIT_PROJECT_TPM": c.RateLimits.ProjectTokens} {
+		if n < 0 {
+			bad("%s must not be negative", name)
+		}
+	}
+	if c.Resume.TTL < 0 || c.Resume.MaxBytes < 0 {
+		bad("RESUME_TTL and RESUME_MAX_BYTES must not be negative")
 	}
 	if c.Retry.Attempts < 0 {
 		bad("UPSTREAM_RETRIES must not be negative")

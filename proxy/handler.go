@@ -22,10 +22,10 @@ import (
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/phasegate/phasegate/deepseek"
 	"github.com/phasegate/phasegate/metrics"
 	"github.com/phasegate/phasegate/protocol"
 	"github.com/phasegate/phasegate/protocol/chat"
+	"github.com/phasegate/phasegate/store"
 	"github.com/phasegate/phasegate/tokens"
 )
 
@@ -74,9 +74,18 @@ type Options struct {
 	// It must be among the tracers the strategies use to see anything.
 	Recent *metrics.Recent
 	// Thinking, when set, repairs requests to the deepseek provider for
-	// its thinking mode and remembers the reasoning of the tool calls it
-	// serves; nil turns the repairs off.
-	Thinking *deepseek.ReasoningMemory
+	// its thinking mode and remembers there the reasoning of the tool
+	// calls it serves (LocalReasoning in memory, or store.Reasoning shared
+	// by replicas); nil turns the repairs off.
+	Thinking ReasoningStore
+	// Limiter keeps the rate limits of Config.RateLimits; nil keeps them
+	// in this process (store.MemoryLimiter).
+	Limiter Limiter
+	// Streams keeps the events of resumable streams; nil keeps them in
+	// this process (store.MemoryStreams). When it is shared with other
+	// replicas (store.RedisStreams), the handler watches their cancels
+	// until Close.
+	Streams EventLog
 }
 
 // Handler serves the gateway's routes. It is safe for concurrent use.
@@ -92,9 +101,16 @@ type Handler struct {
 	metrics  *metrics.Metrics
 	gatherer prometheus.Gatherer
 	tokens   *tokens.Counter
-	thinking *deepseek.ReasoningMemory
+	thinking ReasoningStore
 	keys     clientKeys
-	recent   *metrics.Recent
+	limiter  Limiter
+	streams  EventLog
+	running  running
+	// stopWatch ends the watch of other replicas' cancels; watched is
+	// closed when it has ended. Both nil when there is none.
+	stopWatch context.CancelFunc
+	watched   chan struct{}
+	recent    *metrics.Recent
 	// otel is nil when tracing is off.
 	otel       trace.Tracer
 	propagator propagation.TextMapPropagator
@@ -130,6 +146,8 @@ func New(cfg Config, opts Options) (*Handler, error) {
 		tokens:   opts.Tokens,
 		thinking: opts.Thinking,
 		keys:     newClientKeys(cfg.ClientKeys),
+		limiter:  opts.Limiter,
+		streams:  opts.Streams,
 		recent:   opts.Recent,
 	}
 	if h.metrics == nil {
@@ -141,6 +159,13 @@ func New(cfg Config, opts Options) (*Handler, error) {
 		h.metrics, h.gatherer = metrics.New(reg, names), reg
 		h.standard = protocol.Standard{Tracer: opts.Tracer, Metrics: h.metrics}
 	}
+	if h.limiter == nil {
+		h.limiter = store.NewMemoryLimiter()
+	}
+	if h.streams == nil {
+		h.streams = store.NewMemoryStreams(cfg.Resume.TTL)
+	}
+	h.watchCancels()
 	if opts.TracerProvider != nil {
 		h.otel = opts.TracerProvider.Tracer("github.com/phasegate/phasegate/proxy")
 		h.propagator = propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{})
@@ -180,6 +205,7 @@ func (h *Handler) routes() *gin.Engine {
 			e.GET(prefix+"/v1/models"+slash, h.authorize, func(c *gin.Context) { h.serveModels(c.Writer, c.Request) })
 		}
 	}
+	h.resumeRoutes(e)
 	h.health(e)
 	if !h.cfg.SeparateAdmin {
 		h.adminRoutes(e)
@@ -280,7 +306,12 @@ func (h *Handler) serveChat(w http.ResponseWriter, r *http.Request, proto string
 		done(c.fail(err), err)
 		return
 	}
+	if err := c.admit(ctx, c.estimate()); err != nil {
+		done(c.fail(err), err)
+		return
+	}
 	o := c.serve(ctx)
+	c.settle(context.WithoutCancel(ctx))
 	h.metrics.Overhead(c.strategy.Name(), c.provider.Name, time.Since(c.start)-c.upstreamWait)
 	done(o, nil)
 }
@@ -308,6 +339,14 @@ type chatRequest struct {
 	firstToken bool
 	// trace is nil when tracing is off.
 	trace *requestTrace
+	// rates are the rate limits of the request; charged the tokens spent
+	// of them before the call.
+	rates   rateBudgets
+	charged int
+	// bodyBytes is the size of the request body.
+	bodyBytes int
+	// resumable reports that the stream opted in to be resumable.
+	resumable bool
 }
 
 // pick chooses the strategy of proto; false when the route is off, which
@@ -334,6 +373,7 @@ func (c *chatRequest) prepare() error {
 	if err != nil {
 		return err
 	}
+	c.bodyBytes = len(body)
 	if err := checkDepth(body, h.cfg.Limits.MaxDepth); err != nil {
 		return err
 	}
@@ -342,6 +382,9 @@ func (c *chatRequest) prepare() error {
 		return err
 	}
 	if err := checkShape(req, h.cfg.Limits); err != nil {
+		return err
+	}
+	if c.resumable, err = h.resumable(c.r, req.Stream); err != nil {
 		return err
 	}
 	c.provider = h.cfg.provider(req.Model)
@@ -360,8 +403,11 @@ func (c *chatRequest) prepare() error {
 			c.w.Header().Set("X-Phasegate-Warning", "n > 1 is served by the standard protocol: the guard judges a single choice")
 		}
 	}
-	if h.repairThinking(c.w, c.log, c.provider, req) {
-		c.reasoning = &reasoningRecorder{mem: h.thinking}
+	if h.repairThinking(c.r.Context(), c.w, c.log, c.provider, req) {
+		c.reasoning = &reasoningRecorder{ctx: context.WithoutCancel(c.r.Context()), mem: h.thinking, fail: func(err error) {
+			h.metrics.StoreFailed(metrics.StoreReasoning)
+			c.log.Warn("shared store failed; reasoning of this response not remembered", "error", err)
+		}}
 	}
 	c.x.History = req.Messages
 	return nil
@@ -403,12 +449,8 @@ func (c *chatRequest) fit() error {
 // (seed 001 T3.4); nothing else is served twice.
 func (c *chatRequest) serve(ctx context.Context) metrics.Outcome {
 	h := c.h
-	var out sink
-	if c.x.Request.Stream {
-		out = &streamSink{w: newSSEWriter(c.w)}
-	} else {
-		out = &jsonSink{w: c.w}
-	}
+	out, ctx, release := c.sink(ctx)
+	defer release()
 	c.x.Meter = &requestMeter{m: h.metrics, provider: c.provider.Name, model: c.x.Request.Model, label: h.metrics.ModelLabel(c.x.Request.Model),
 		tokens: h.tokens, learn: !c.provider.Simulated, trace: c.trace}
 	c.x.Upstream = c.upstream(c.provider, out)
@@ -427,6 +469,11 @@ func (c *chatRequest) serve(ctx context.Context) metrics.Outcome {
 	if err == nil {
 		c.log.Info("request served", "status", status, "duration_ms", millis(time.Since(c.start)))
 		return metrics.OutcomeOK
+	}
+	if rs, ok := out.(*resumableSink); ok && errors.Is(context.Cause(ctx), ErrCancelled) {
+		rs.cancelled()
+		c.log.Info("stream cancelled; upstream closed", "duration_ms", millis(time.Since(c.start)))
+		return metrics.OutcomeClientClosed
 	}
 	if cause := context.Cause(ctx); errors.Is(cause, protocol.ErrShuttingDown) {
 		err = cause // the gateway ended the request, not the client or the upstream
@@ -447,6 +494,20 @@ func (c *chatRequest) serve(ctx context.Context) metrics.Outcome {
 		_ = out.done() // the stream still ends as streams end
 	}
 	return f.Outcome
+}
+
+// sink is where the request's events go, and the context to run it
+// under: a resumable stream runs detached from its client (see
+// startResumable). release ends what the sink started.
+func (c *chatRequest) sink(ctx context.Context) (sink, context.Context, func()) {
+	if !c.x.Request.Stream {
+		return &jsonSink{w: c.w}, ctx, func() {}
+	}
+	out := &streamSink{w: newSSEWriter(c.w)}
+	if !c.resumable {
+		return out, ctx, func() {}
+	}
+	return c.startResumable(ctx, out)
 }
 
 // upstream is the protocol.Upstream of this request on provider p.
@@ -548,6 +609,15 @@ func (c *chatRequest) pump(ctx context.Context, strategy protocol.Strategy, out 
 	}
 	c.tokenWritten() // a stream's first token came before; a whole answer's is now
 	return http.StatusOK, nil
+}
+
+// estimate is the prompt's token count for the rate limits: the fitted
+// count, or four bytes a token of the body without a tokenizer.
+func (c *chatRequest) estimate() int {
+	if c.x.Prompt.Estimate > 0 {
+		return c.x.Prompt.Estimate
+	}
+	return c.bodyBytes / 4
 }
 
 // tokenWritten records the time to the first token, once.

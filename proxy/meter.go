@@ -100,9 +100,13 @@ type requestMeter struct {
 	// counts are no tokenizer's), learns nothing.
 	tokens *tokens.Counter
 	learn  bool
+	// spent sums the tokens, in and out, of every call, for the rate
+	// limits.
+	spent int
 }
 
 func (r *requestMeter) Usage(u protocol.Usage) {
+	r.spent += u.PromptTokens + u.CompletionTokens
 	r.m.Tokens(r.provider, u.PromptTokens, u.CompletionTokens, u.Estimated)
 	r.m.ModelTokens(r.label, u.PromptTokens, u.CompletionTokens)
 	r.trace.usage(u)

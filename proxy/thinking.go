@@ -2,12 +2,14 @@ package proxy
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"log/slog"
 	"net/http"
 	"strconv"
 
 	"github.com/phasegate/phasegate/deepseek"
+	"github.com/phasegate/phasegate/metrics"
 	"github.com/phasegate/phasegate/protocol/chat"
 )
 
@@ -18,11 +20,18 @@ const thinkingProvider = "deepseek"
 // repairThinking restores what DeepSeek's thinking mode needs and clients
 // drop, and says so in the response headers. It reports whether the
 // request goes to thinking mode, so its answer's reasoning is remembered.
-func (h *Handler) repairThinking(w http.ResponseWriter, log *slog.Logger, provider *Provider, req *chat.Request) bool {
+// A store that fails degrades to what a gateway that never saw the
+// reasoning does: it is emptied, and the failure logged and counted.
+func (h *Handler) repairThinking(ctx context.Context, w http.ResponseWriter, log *slog.Logger, provider *Provider, req *chat.Request) bool {
 	if h.thinking == nil || provider.Name != thinkingProvider || deepseek.ThinkingDisabled(req) {
 		return false
 	}
-	rep, err := deepseek.RepairThinking(req, h.thinking)
+	found, err := h.thinking.Recall(ctx, deepseek.ToolCallsLacking(req))
+	if err != nil {
+		h.metrics.StoreFailed(metrics.StoreReasoning)
+		log.Warn("shared store failed; reasoning of earlier tool calls emptied", "error", err)
+	}
+	rep, err := deepseek.RepairThinking(req, recalled(found))
 	if err != nil {
 		// A message that does not re-encode is sent as it came: the
 		// upstream's own answer is the clearer error.
@@ -49,7 +58,9 @@ func (h *Handler) repairThinking(w http.ResponseWriter, log *slog.Logger, provid
 // response ends. A nil *reasoningRecorder records nothing. It is owned by
 // one request.
 type reasoningRecorder struct {
-	mem   *deepseek.ReasoningMemory
+	ctx   context.Context
+	mem   ReasoningStore
+	fail  func(error)
 	keep  [][]byte
 	tools bool
 }
@@ -104,5 +115,7 @@ func (r *reasoningRecorder) whole(body []byte) {
 	for _, tc := range m.ToolCalls {
 		ids = append(ids, tc.ID)
 	}
-	r.mem.Remember(ids, m.ReasoningContent)
+	if err := r.mem.Remember(r.ctx, ids, m.ReasoningContent); err != nil {
+		r.fail(err)
+	}
 }

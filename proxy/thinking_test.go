@@ -115,7 +115,7 @@ func thGateway(t *testing.T, providerName string) (*proxytest.Upstream, *httptes
 	up, usrv := proxytest.NewServer(t, thDeepSeek)
 	cfg := proxy.Config{Providers: []proxy.Provider{{Name: providerName, BaseURL: usrv.URL + "/v1"}}}
 	return up, serveGateway(t, cfg, proxy.Options{
-		Thinking: deepseek.NewReasoningMemory(1<<20, time.Hour),
+		Thinking: proxy.LocalReasoning(deepseek.NewReasoningMemory(1<<20, time.Hour)),
 		TwoStage: protocol.NewTwoStage(protocol.TwoStageConfig{}, nil),
 	})
 }

@@ -97,6 +97,15 @@ var settings = []setting{
 	{env: "THINKING_REPAIR", def: "true", kind: kindBool, help: "repair requests to DeepSeek for its thinking mode: restore the reasoning_content clients drop from tool-call messages, downgrade a forced tool_choice to auto"},
 	{env: "THINKING_MEMORY_BYTES", def: strconv.Itoa(16 << 20), kind: kindInt, help: "memory bound of the reasoning_content remembered by tool call id, in bytes"},
 	{env: "THINKING_MEMORY_TTL", def: "1h", kind: kindDuration, help: "how long a remembered reasoning_content is kept"},
+	{env: "REDIS_URL", kind: kindSecret, help: "Redis the replicas share (redis://[user:password@]host:port/db, rediss:// for TLS): remembered reasoning, rate limits and resumable streams; empty keeps them in this process"},
+	{env: "RATE_LIMIT_KEY_RPM", def: "0", kind: kindInt, help: "requests per minute of each client key (PHASEGATE_API_KEYS; without client keys, of each bearer token); 0 for no limit"},
+	{env: "RATE_LIMIT_KEY_TPM", def: "0", kind: kindInt, help: "tokens per minute of each client key (the prompt estimate before the call, corrected with the reported usage after); 0 for no limit"},
+	{env: "RATE_LIMIT_PROJECT_RPM", def: "0", kind: kindInt, help: "requests per minute of each project (a key's project, or X-Project-Id); 0 for no limit"},
+	{env: "RATE_LIMIT_PROJECT_TPM", def: "0", kind: kindInt, help: "tokens per minute of each project; 0 for no limit"},
+	{env: "RATE_LIMIT_FAIL_OPEN", def: "true", kind: kindBool, help: "when Redis fails, let requests through unlimited (true) or refuse them with 503 (false)"},
+	{env: "RESUMABLE_STREAMS", def: "false", kind: kindBool, help: "make every stream resumable, as if it sent X-Phasegate-Resumable: true"},
+	{env: "RESUME_TTL", def: proxy.DefaultResumeTTL.String(), kind: kindDuration, help: "how long the events of a resumable stream are kept after its last"},
+	{env: "RESUME_MAX_BYTES", def: strconv.Itoa(proxy.DefaultResumeMaxBytes), kind: kindInt, min: 1, help: "bound on the events kept of one resumable stream, in bytes; a stream whose client left is ended there"},
 	{env: "CONTEXT_WINDOW", def: "0", kind: kindInt, help: "context window in tokens of every model, overriding the built-in and configured windows; 0 keeps them"},
 	{env: "HISTORY_WINDOW", def: "0", kind: kindInt, help: "keep at most the last N non-system messages of every history (whole tool-call units); 0 keeps all that fit"},
 	{env: "TOOL_RESULT_MAX_TOKENS", def: "16384", kind: kindInt, help: "when a history does not fit, tool results longer than this are shortened in the middle first; 0 never shortens"},
@@ -439,6 +448,8 @@ type options struct {
 	thinkingRepair  bool
 	thinkingBytes   int64
 	thinkingTTL     time.Duration
+	// redisURL, when set, is the Redis the replicas share.
+	redisURL proxy.Secret
 	// sources are the settings' values and where each came from, by
 	// environment name (PORT too, when it gave the address).
 	sources map[string]value
@@ -700,6 +711,20 @@ func (r *resolver) choice(name string) string {
 	return raw
 }
 
+// redisURL reads REDIS_URL: empty, or a redis:// or rediss:// URL with a
+// host. The value is a secret (it may hold a password) and never shown.
+func (r *resolver) redisURL() proxy.Secret {
+	raw := strings.TrimSpace(r.v["REDIS_URL"].raw)
+	if raw == "" {
+		return ""
+	}
+	u, err := url.Parse(raw)
+	if err != nil || (u.Scheme != "redis" && u.Scheme != "rediss") || u.Host == "" {
+		r.bad("REDIS_URL", "must be a redis:// or rediss:// URL with a host, such as redis://redis:6379/0")
+	}
+	return proxy.Secret(raw)
+}
+
 func (r *resolver) baseURL(name string) string {
 	raw := strings.TrimSpace(r.v[name].raw)
 	u, err := url.Parse(raw)
@@ -726,6 +751,7 @@ func (r *resolver) options() options {
 		thinkingRepair:  r.boolean("THINKING_REPAIR"),
 		thinkingBytes:   int64(r.num("THINKING_MEMORY_BYTES")),
 		thinkingTTL:     r.dur("THINKING_MEMORY_TTL"),
+		redisURL:        r.redisURL(),
 		defaultProtocol: r.choice("DEFAULT_PROTOCOL"),
 		planTools:       list(v["PLAN_TOOLS"].raw),
 		repeatableTools: list(v["REPEATABLE_TOOLS"].raw),
@@ -763,6 +789,14 @@ func (r *resolver) proxyConfig(o *options) proxy.Config {
 		},
 		AdminAPIKey:   proxy.Secret(v["ADMIN_API_KEY"].raw),
 		SeparateAdmin: o.adminAddr != "",
+		RateLimits: proxy.RateLimits{
+			KeyRequests:     r.num("RATE_LIMIT_KEY_RPM"),
+			KeyTokens:       r.num("RATE_LIMIT_KEY_TPM"),
+			ProjectRequests: r.num("RATE_LIMIT_PROJECT_RPM"),
+			ProjectTokens:   r.num("RATE_LIMIT_PROJECT_TPM"),
+			FailOpen:        r.boolean("RATE_LIMIT_FAIL_OPEN"),
+		},
+		Resume: proxy.Resume{All: r.boolean("RESUMABLE_STREAMS"), TTL: r.dur("RESUME_TTL"), MaxBytes: int64(r.num("RESUME_MAX_BYTES"))},
 	}
 	if pc.MetricsNeedAdminKey = r.boolean("METRICS_REQUIRE_ADMIN_KEY"); pc.MetricsNeedAdminKey && pc.AdminAPIKey == "" {
 		r.bad("METRICS_REQUIRE_ADMIN_KEY", "needs ADMIN_API_KEY: with no admin key, nobody could read /metrics")

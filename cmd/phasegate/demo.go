@@ -103,10 +103,11 @@ func runDemo(ctx context.Context, args []string, getenv func(string) string, std
 		o.budgets.maxPhaseCycles = demoMaxPhaseCycles
 	}
 	fmt.Fprint(stdout, demoSettings(o))
-	h, err := newHandler(o, newLogger(stderr, o.logLevel), nil)
+	h, closeShared, err := newHandler(ctx, o, newLogger(stderr, o.logLevel), nil)
 	if err != nil {
 		return err
 	}
+	defer closeShared()
 	ln, err := net.Listen("tcp", o.listenAddr)
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)

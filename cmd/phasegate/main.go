@@ -28,6 +28,7 @@ import (
 	"github.com/phasegate/phasegate/protocol"
 	"github.com/phasegate/phasegate/proxy"
 	"github.com/phasegate/phasegate/sim"
+	"github.com/phasegate/phasegate/store"
 	"github.com/phasegate/phasegate/tokens"
 	"github.com/phasegate/phasegate/tracing"
 )
@@ -101,10 +102,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return err
 	}
 	defer stopTracing()
-	h, err := newHandler(o, log, tp)
+	h, closeShared, err := newHandler(ctx, o, log, tp)
 	if err != nil {
 		return err
 	}
+	defer closeShared()
 	if o.adminAddr != "" {
 		stopAdmin, err := serveAdmin(o.adminAddr, h, log)
 		if err != nil {
@@ -235,8 +237,9 @@ const (
 	recentEvents   = 64
 )
 
-// newHandler builds the gateway of o; tp, when not nil, traces it.
-func newHandler(o options, log *slog.Logger, tp *sdktrace.TracerProvider) (*proxy.Handler, error) {
+// newHandler builds the gateway of o; tp, when not nil, traces it. The
+// returned func releases the shared store, once the server is done.
+func newHandler(ctx context.Context, o options, log *slog.Logger, tp *sdktrace.TracerProvider) (*proxy.Handler, func(), error) {
 	tr := http.RoundTripper(proxy.NewTransport(o.proxy.Timeouts))
 	if o.simulated {
 		tr = &sim.Transport{Handler: sim.Handler(), Next: tr}
@@ -255,7 +258,7 @@ func newHandler(o options, log *slog.Logger, tp *sdktrace.TracerProvider) (*prox
 	m := metrics.New(reg, names, models...)
 	counter, err := tokens.New(o.tokens)
 	if err != nil {
-		return nil, fmt.Errorf("token counter: %w", err)
+		return nil, nil, fmt.Errorf("token counter: %w", err)
 	}
 	metrics.RegisterTokenRatios(reg, models, counter.Ratio)
 	opts := proxy.Options{Logger: log, Transport: tr, DefaultProtocol: o.defaultProtocol,
@@ -275,7 +278,11 @@ func newHandler(o options, log *slog.Logger, tp *sdktrace.TracerProvider) (*prox
 	}
 	opts.Tracer = tracer
 	if o.thinkingRepair {
-		opts.Thinking = deepseek.NewReasoningMemory(o.thinkingBytes, o.thinkingTTL)
+		opts.Thinking = proxy.LocalReasoning(deepseek.NewReasoningMemory(o.thinkingBytes, o.thinkingTTL))
+	}
+	closeRedis, err := openShared(ctx, o, log, &opts)
+	if err != nil {
+		return nil, nil, err
 	}
 	if o.twoStage {
 		opts.TwoStage = protocol.NewTwoStage(protocol.TwoStageConfig{
@@ -287,7 +294,38 @@ func newHandler(o options, log *slog.Logger, tp *sdktrace.TracerProvider) (*prox
 			Metrics:              m,
 		}, tracer)
 	}
-	return proxy.New(o.proxy, opts)
+	h, err := proxy.New(o.proxy, opts)
+	if err != nil {
+		closeRedis()
+		return nil, nil, err
+	}
+	return h, func() { h.Close(); closeRedis() }, nil
+}
+
+// openShared puts the state replicas share on the Redis of REDIS_URL, when
+// set. A Redis that does not answer at start is logged, not fatal: each
+// feature degrades as documented until it does.
+func openShared(ctx context.Context, o options, log *slog.Logger, opts *proxy.Options) (func(), error) {
+	if o.redisURL == "" {
+		return func() {}, nil
+	}
+	r, err := store.OpenRedis(o.redisURL.Reveal())
+	if err != nil {
+		return nil, err
+	}
+	pingCtx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	if err := r.Ping(pingCtx); err != nil {
+		log.Warn("Redis does not answer; shared state degrades until it does", "error", err)
+	} else {
+		log.Info("shared state on Redis")
+	}
+	if opts.Thinking != nil {
+		opts.Thinking = store.NewReasoning(r, o.thinkingBytes, o.thinkingTTL)
+	}
+	opts.Limiter = store.NewRedisLimiter(r)
+	opts.Streams = store.NewRedisStreams(r, o.proxy.WithDefaults().Resume.TTL)
+	return func() { _ = r.Close() }, nil
 }
 
 func newLogger(w io.Writer, level string) *slog.Logger {

@@ -1,0 +1,231 @@
+package proxy
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/phasegate/phasegate/metrics"
+	"github.com/phasegate/phasegate/protocol/chat"
+	"github.com/phasegate/phasegate/store"
+)
+
+// The routes of resumable streams (seed 003 §11, after OpenAI's stream
+// resumption: a request id and starting_after):
+//
+//	GET  /v1/phasegate/requests/{request_id}/events?starting_after=N
+//	POST /v1/phasegate/requests/{request_id}/cancel
+//	POST /two-stage/v1/resume  {"requestId", "resumeFromPhaseIndex"}
+func (h *Handler) resumeRoutes(e *gin.Engine) {
+	e.GET("/v1/phasegate/requests/:id/events", h.authorize, func(c *gin.Context) {
+		after, err := startingAfter(c.Query("starting_after"))
+		if err != nil {
+			writeJSONError(c.Writer, err)
+			return
+		}
+		h.serveEvents(c.Writer, c.Request, c.Param("id"), func(store.StreamInfo) (int, *chat.Error) { return after, nil })
+	})
+	e.POST("/v1/phasegate/requests/:id/cancel", h.authorize, func(c *gin.Context) { h.serveCancel(c.Writer, c.Request, c.Param("id")) })
+	e.POST("/two-stage/v1/resume", h.authorize, func(c *gin.Context) { h.serveTwoStageResume(c.Writer, c.Request) })
+}
+
+// watchCancels starts watching the cancels of other replicas, when the
+// event log is shared with them; Close ends it.
+func (h *Handler) watchCancels() {
+	w, ok := h.streams.(cancelWatcher)
+	if !ok {
+		return
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	h.stopWatch, h.watched = stop, make(chan struct{})
+	ready := make(chan struct{})
+	go func() {
+		defer close(h.watched)
+		w.Watch(ctx, h.running.cancel, func() { close(ready) })
+	}()
+	select {
+	case <-ready:
+	case <-h.watched:
+	}
+}
+
+// Close ends what the handler runs in the background (the watch of other
+// replicas' cancels). Requests in flight are not its concern: the server's
+// shutdown is.
+func (h *Handler) Close() {
+	if h.stopWatch != nil {
+		h.stopWatch()
+		<-h.watched
+	}
+}
+
+func startingAfter(v string) (int, *chat.Error) {
+	if v == "" {
+		return 0, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 0 {
+		return 0, chat.InvalidRequest("starting_after", "starting_after must be a whole number of 0 or more, got %q", v)
+	}
+	return n, nil
+}
+
+var (
+	errResumeUnavailable = &chat.Error{Status: http.StatusServiceUnavailable, Type: chat.TypeServer, Code: "resume_unavailable",
+		Message: "resumable streams are unavailable right now: the shared store does not answer; try again shortly"}
+	errRequestCancelled = &chat.Error{Status: http.StatusConflict, Type: chat.TypeInvalidRequest, Code: "request_cancelled",
+		Message: "this request was cancelled; it cannot be resumed"}
+)
+
+// streamInfo finds the stream id for the client of r: a 404 when it is
+// unknown, expired, or another client's; a 503 when the store fails.
+func (h *Handler) streamInfo(r *http.Request, id string) (store.StreamInfo, *chat.Error) {
+	info, err := h.streams.Info(r.Context(), id)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+	case err != nil:
+		h.metrics.StoreFailed(metrics.StoreResume)
+		h.log.Warn("shared store failed; resume answered 503", "request_id", id, "error", err)
+		return info, errResumeUnavailable
+	case info.Owner == h.owner(r):
+		return info, nil
+	}
+	// Another client's stream is answered as one that does not exist.
+	return info, &chat.Error{Status: http.StatusNotFound, Type: chat.TypeInvalidRequest, Code: "request_not_found",
+		Message: "no resumable stream has request id " + strconv.Quote(id) + " (unknown, expired, or not resumable)"}
+}
+
+// serveEvents replays the events of stream id after the position from
+// returns, then follows it live until it ends.
+func (h *Handler) serveEvents(w http.ResponseWriter, r *http.Request, id string, from func(store.StreamInfo) (int, *chat.Error)) {
+	info, cerr := h.streamInfo(r, id)
+	if cerr == nil && info.Cancelled {
+		cerr = errRequestCancelled
+	}
+	after := 0
+	if cerr == nil {
+		after, cerr = from(info)
+	}
+	if cerr != nil {
+		writeJSONError(w, cerr)
+		return
+	}
+	h.metrics.Resumable(metrics.ResumeReplayed)
+	ctx := r.Context()
+	if d := h.followLimit(); d > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, d)
+		defer cancel()
+	}
+	sw := newSSEWriter(w)
+	sw.start(http.Header{"X-Phasegate-Resumed-After": {strconv.Itoa(after)}})
+	if err := h.follow(ctx, sw, id, after, r.Header.Get("X-Phasegate-Event-Ids") == "true"); err != nil && ctx.Err() == nil {
+		h.metrics.StoreFailed(metrics.StoreResume)
+		h.log.Warn("resume ended early", "request_id", id, "error", err)
+		_ = sw.data(errResumeUnavailable.Body())
+	}
+}
+
+// followLimit bounds how long one resume may follow a stream.
+func (h *Handler) followLimit() time.Duration {
+	if h.cfg.Timeouts.Request > 0 {
+		return h.cfg.Timeouts.Request
+	}
+	return h.cfg.Resume.TTL
+}
+
+// follow writes the events of id after position after as they come,
+// until the stream ends, expires, or ctx is done.
+func (h *Handler) follow(ctx context.Context, sw *sseWriter, id string, after int, ids bool) error {
+	for ctx.Err() == nil {
+		evs, ended, err := h.streams.Read(ctx, id, after, followWait)
+		if err != nil {
+			return err
+		}
+		for _, ev := range evs {
+			sw.buf = sw.buf[:0]
+			if ids {
+				sw.buf = append(append(sw.buf, "id: "...), strconv.Itoa(ev.N)...)
+				sw.buf = append(sw.buf, '\n')
+			}
+			if err := sw.event(ev.Data); err != nil {
+				return nil // the client left
+			}
+			after = ev.N
+		}
+		if ended {
+			return nil
+		}
+		if len(evs) == 0 {
+			info, err := h.streams.Info(ctx, id)
+			if errors.Is(err, store.ErrNotFound) || (err == nil && info.Ended) {
+				return nil // expired, or starting_after is past its end
+			}
+			if err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// serveCancel cancels stream id: its upstream stops on whichever replica
+// runs it, and later resumes answer 409.
+func (h *Handler) serveCancel(w http.ResponseWriter, r *http.Request, id string) {
+	if _, cerr := h.streamInfo(r, id); cerr != nil {
+		writeJSONError(w, cerr)
+		return
+	}
+	if err := h.streams.Cancel(r.Context(), id); err != nil {
+		h.metrics.StoreFailed(metrics.StoreResume)
+		h.log.Warn("shared store failed; cancel answered 503", "request_id", id, "error", err)
+		writeJSONError(w, errResumeUnavailable)
+		return
+	}
+	h.running.cancel(id)
+	h.metrics.Resumable(metrics.ResumeCancelled)
+	h.log.Info("stream cancelled", "request_id", id)
+	w.Header().Set("Content-Type", "application/json")
+	b, _ := json.Marshal(map[string]string{"id": id, "object": "phasegate.request", "status": "cancelled"})
+	_, _ = w.Write(b)
+}
+
+// serveTwoStageResume is the seed's form of a resume: the events from
+// the first of phase resumeFromPhaseIndex on (0 or absent: all).
+func (h *Handler) serveTwoStageResume(w http.ResponseWriter, r *http.Request) {
+	var req struct {
+		RequestID  string `json:"requestId"`
+		PhaseIndex *int   `json:"resumeFromPhaseIndex"`
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, 64<<10))
+	if err == nil {
+		err = json.Unmarshal(body, &req)
+	}
+	switch {
+	case err != nil:
+		writeJSONError(w, chat.InvalidRequest("", "the body must be a JSON object {\"requestId\": string, \"resumeFromPhaseIndex\": number}"))
+		return
+	case req.RequestID == "":
+		writeJSONError(w, chat.InvalidRequest("requestId", "requestId is required"))
+		return
+	case req.PhaseIndex != nil && *req.PhaseIndex < 0:
+		writeJSONError(w, chat.InvalidRequest("resumeFromPhaseIndex", "resumeFromPhaseIndex must be 0 or more"))
+		return
+	}
+	h.serveEvents(w, r, req.RequestID, func(info store.StreamInfo) (int, *chat.Error) {
+		if req.PhaseIndex == nil || *req.PhaseIndex == 0 {
+			return 0, nil
+		}
+		n, ok := info.Phases[*req.PhaseIndex]
+		if !ok {
+			return 0, chat.InvalidRequest("resumeFromPhaseIndex", "request %q has no phase %d (yet)", req.RequestID, *req.PhaseIndex)
+		}
+		return n - 1, nil
+	})
+}

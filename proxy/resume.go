@@ -1,0 +1,346 @@
+package proxy
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/phasegate/phasegate/metrics"
+	"github.com/phasegate/phasegate/protocol"
+	"github.com/phasegate/phasegate/protocol/chat"
+	"github.com/phasegate/phasegate/store"
+)
+
+// ErrCancelled ends a resumable stream cancelled through POST
+// /v1/phasegate/requests/{request_id}/cancel, on any replica.
+var ErrCancelled = errors.New("request cancelled")
+
+// resumable reports whether a streamed request opted in to be resumable;
+// a header that is neither true nor false is a 400.
+func (h *Handler) resumable(r *http.Request, stream bool) (bool, error) {
+	v := r.Header.Get("X-Phasegate-Resumable")
+	switch v {
+	case "":
+		return stream && h.cfg.Resume.All, nil
+	case "true", "false":
+		return stream && v == "true", nil
+	}
+	return false, chat.InvalidRequest("", "header X-Phasegate-Resumable must be true or false, got %q", v)
+}
+
+// owner is who may resume or cancel a stream the request starts: its
+// client when the gateway has client keys, anyone ("") otherwise.
+func (h *Handler) owner(r *http.Request) string {
+	if len(h.keys.digests) == 0 {
+		return ""
+	}
+	return clientID(r)
+}
+
+// startResumable opens the event log of a resumable stream and detaches
+// ctx from the client's connection: a client that leaves no longer ends
+// the request, REQUEST_TIMEOUT, a cancel or a shutdown still do. It
+// returns the sink to write to and the context to run under, and a
+// release func; a store that fails leaves the stream plain (out, ctx
+// unchanged), logged and counted.
+func (c *chatRequest) startResumable(ctx context.Context, out *streamSink) (sink, context.Context, func()) {
+	h := c.h
+	if err := h.streams.Start(ctx, c.id, h.owner(c.r)); err != nil {
+		h.metrics.Resumable(metrics.ResumeDegraded)
+		if !errors.Is(err, store.ErrExists) {
+			h.metrics.StoreFailed(metrics.StoreResume)
+		}
+		c.log.Warn("stream served without resume: its events cannot be kept", "error", err)
+		c.w.Header().Set("X-Phasegate-Resumable", "false")
+		return out, ctx, func() {}
+	}
+	h.metrics.Resumable(metrics.ResumeStarted)
+	c.w.Header().Set("X-Phasegate-Resumable", "true")
+	base, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
+	detached, stopDeadline := base, context.CancelFunc(func() {})
+	if d, ok := ctx.Deadline(); ok {
+		detached, stopDeadline = context.WithDeadlineCause(base, d, ErrRequestTimeout)
+	}
+	// A shutdown still ends it, with the cause the stream answers in-band.
+	stopShutdown := context.AfterFunc(ctx, func() {
+		if cause := context.Cause(ctx); errors.Is(cause, protocol.ErrShuttingDown) {
+			cancel(cause)
+		}
+	})
+	unregister := h.running.add(c.id, cancel)
+	rec := startRecorder(h, c.id, c.log)
+	rs := &resumableSink{streamSink: out, rec: rec, ids: c.r.Header.Get("X-Phasegate-Event-Ids") == "true", maxBytes: h.cfg.Resume.MaxBytes}
+	return rs, detached, func() {
+		rec.close()
+		unregister()
+		stopShutdown()
+		stopDeadline()
+		cancel(nil)
+	}
+}
+
+// running are the resumable streams this replica serves, by request id,
+// so a cancel (from this replica or another) can stop them.
+type running struct {
+	mu   sync.Mutex
+	byID map[string]context.CancelCauseFunc
+}
+
+func (r *running) add(id string, cancel context.CancelCauseFunc) func() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.byID == nil {
+		r.byID = map[string]context.CancelCauseFunc{}
+	}
+	r.byID[id] = cancel
+	return func() {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		delete(r.byID, id)
+	}
+}
+
+// cancel stops the stream id if this replica serves it.
+func (r *running) cancel(id string) {
+	r.mu.Lock()
+	cancel := r.byID[id]
+	r.mu.Unlock()
+	if cancel != nil {
+		cancel(ErrCancelled)
+	}
+}
+
+// resumableSink is the sink of a resumable stream: every data event is
+// numbered and kept, and written to the client while it is there. A
+// client that leaves does not end the stream; RESUME_MAX_BYTES does.
+type resumableSink struct {
+	*streamSink
+	rec *eventRecorder
+	// ids writes an "id: N" line before each event
+	// (X-Phasegate-Event-Ids: true).
+	ids bool
+	// gone reports that the client left.
+	gone     bool
+	maxBytes int64
+	// full reports that the kept events reached maxBytes.
+	full bool
+	// first is the first chunk, for the header of a finish the gateway
+	// writes on a cancel; finished that a finish was written.
+	first    []byte
+	finished bool
+}
+
+// errResumeTooLarge ends a stream whose client left once its events
+// outgrow RESUME_MAX_BYTES.
+var errResumeTooLarge = errors.New("resumable stream outgrew RESUME_MAX_BYTES")
+
+func (s *resumableSink) chunk(data, ext []byte) error {
+	if ext != nil {
+		data = chat.WithExtension(data, protocol.ExtensionKey, ext)
+	} else {
+		data = bytes.Clone(data)
+	}
+	if s.first == nil {
+		s.first = data
+	}
+	s.finished = s.finished || bytes.Contains(data, finishKey)
+	return s.event(data, true)
+}
+
+func (s *resumableSink) done() error { return s.event([]byte(chat.Done), false) }
+
+func (s *resumableSink) comment(line []byte) error {
+	if s.gone {
+		return nil
+	}
+	s.streamSink.open()
+	s.clientFailed(s.w.comment(line))
+	return nil
+}
+
+func (s *resumableSink) fail(e *chat.Error) { _ = s.event(e.Body(), false) }
+
+// event keeps one data event and writes it to the client, if there;
+// chunk tells that data is a chunk, which may carry phase metadata.
+func (s *resumableSink) event(data []byte, chunk bool) error {
+	n, kept := s.rec.add(data, chunk, s.maxBytes)
+	if !kept && !s.full {
+		s.full = true
+		s.rec.h.metrics.Resumable(metrics.ResumeTooLarge)
+	}
+	if s.gone {
+		if s.full {
+			return errResumeTooLarge
+		}
+		return nil
+	}
+	s.streamSink.open()
+	if s.ids {
+		s.w.buf = append(append(s.w.buf[:0], "id: "...), strconv.Itoa(n)...)
+		s.w.buf = append(s.w.buf, '\n')
+		s.clientFailed(s.w.event(data))
+		return nil
+	}
+	s.clientFailed(s.w.data(data))
+	return nil
+}
+
+// clientFailed notes a failed write: the client left, the stream goes on.
+func (s *resumableSink) clientFailed(err error) {
+	if err != nil && !s.gone {
+		s.gone = true
+		s.rec.h.metrics.Resumable(metrics.ResumeClientGone)
+		s.rec.log.Info("client left a resumable stream; reading on for a resume")
+	}
+}
+
+// cancelled ends a cancelled stream as streams end: one finish, unless
+// one was written, and [DONE].
+func (s *resumableSink) cancelled() {
+	if !s.finished {
+		var hdr chat.Chunk
+		if s.first != nil {
+			hdr, _ = chat.DecodeChunk(s.first)
+		}
+		stop := "stop"
+		out := chat.ChunkHeader{ID: hdr.ID, Created: hdr.Created, Model: hdr.Model}.NewChunk()
+		out.Choices = []chat.OutChoice{{Delta: chat.OutDelta{}, FinishReason: &stop}}
+		if b, err := json.Marshal(out); err == nil {
+			_ = s.event(b, false)
+		}
+	}
+	_ = s.done()
+}
+
+// eventRecorder numbers the events of a resumable stream and appends them
+// to the log in batches, from a goroutine of its own that close waits for:
+// the stream never waits on the store's round trips. After the store
+// fails once, the stream goes on and its events are dropped (a resume
+// then finds it incomplete and ended).
+type eventRecorder struct {
+	h     *Handler
+	id    string
+	log   *slog.Logger
+	n     int
+	bytes int64
+	ch    chan store.Event
+	done  chan struct{}
+	phase int
+}
+
+func startRecorder(h *Handler, id string, log *slog.Logger) *eventRecorder {
+	r := &eventRecorder{h: h, id: id, log: log, ch: make(chan store.Event, 1024), done: make(chan struct{}), phase: -1}
+	go r.run()
+	return r
+}
+
+// add numbers and queues one event; false when it would pass maxBytes,
+// and is not kept.
+func (r *eventRecorder) add(data []byte, chunk bool, maxBytes int64) (int, bool) {
+	r.n++
+	ev := store.Event{N: r.n, Data: data}
+	if i, ok := phaseIndex(data); chunk && ok && i != r.phase {
+		r.phase = i
+		ev.PhaseStart, ev.PhaseIndex = true, i
+	}
+	if r.bytes+int64(len(data)) > maxBytes {
+		return r.n, false
+	}
+	r.bytes += int64(len(data))
+	r.ch <- ev
+	return r.n, true
+}
+
+// close queues the end and waits for every event to be stored (or
+// dropped): at most a round trip per batch, each bounded by the store's
+// timeouts.
+func (r *eventRecorder) close() {
+	close(r.ch)
+	<-r.done
+}
+
+func (r *eventRecorder) run() {
+	defer close(r.done)
+	ctx := context.Background()
+	failed := false
+	batch := make([]store.Event, 0, 64)
+	for ev := range r.ch {
+		batch = append(batch[:0], ev)
+		batch = r.drain(batch)
+		if !failed {
+			failed = r.append(ctx, batch, false)
+		}
+	}
+	if !failed {
+		r.append(ctx, nil, true)
+	}
+}
+
+// drain adds the events already queued, up to a batch's worth.
+func (r *eventRecorder) drain(batch []store.Event) []store.Event {
+	for len(batch) < cap(batch) {
+		select {
+		case ev, ok := <-r.ch:
+			if !ok {
+				return batch
+			}
+			batch = append(batch, ev)
+		default:
+			return batch
+		}
+	}
+	return batch
+}
+
+// append stores a batch; true when the store failed.
+func (r *eventRecorder) append(ctx context.Context, batch []store.Event, end bool) bool {
+	if err := r.h.streams.Append(ctx, r.id, batch, end); err != nil {
+		r.h.metrics.StoreFailed(metrics.StoreResume)
+		r.log.Warn("shared store failed; the rest of this stream cannot be resumed", "error", err)
+		return true
+	}
+	return false
+}
+
+var phaseIndexKey = []byte(`"phase_index":`)
+
+// phaseIndex reads the phase_index of a chunk's phase metadata without
+// decoding it. The key cannot occur inside a string of the chunk (its
+// quotes would be escaped), and the metadata comes last.
+func phaseIndex(chunk []byte) (int, bool) {
+	i := bytes.LastIndex(chunk, phaseIndexKey)
+	if i < 0 {
+		return 0, false
+	}
+	rest := chunk[i+len(phaseIndexKey):]
+	end := 0
+	for end < len(rest) && rest[end] >= '0' && rest[end] <= '9' {
+		end++
+	}
+	n, err := strconv.Atoi(string(rest[:end]))
+	return n, err == nil
+}
+
+// event writes one event whose data is b after what s.buf already holds
+// (an id line).
+func (s *sseWriter) event(b []byte) error {
+	s.start(nil)
+	s.buf = append(s.buf, "data: "...)
+	if bytes.IndexByte(b, '\n') < 0 {
+		s.buf = append(s.buf, b...)
+	} else {
+		s.buf = append(s.buf, bytes.ReplaceAll(b, []byte("\n"), []byte("\ndata: "))...)
+	}
+	s.buf = append(s.buf, '\n', '\n')
+	return s.flush()
+}
+
+// followWait is how long one read of a stream's log waits for an event
+// before the follower checks the stream is still there.
+const followWait = time.Second

@@ -1,0 +1,177 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// RedisStreams keeps the events of resumable streams on Redis, so any
+// replica can replay them and follow them live: one Redis stream per
+// request (entry ids 0-N, N the event's position, so XREAD after 0-N is
+// "starting after N") and a hash of what is known of it. A cancel is
+// published on a channel every replica watches.
+type RedisStreams struct {
+	r   *Redis
+	ttl time.Duration
+}
+
+// NewRedisStreams returns the stream store of r; each stream is kept for
+// ttl after its last event.
+func NewRedisStreams(r *Redis, ttl time.Duration) *RedisStreams {
+	return &RedisStreams{r: r, ttl: ttl}
+}
+
+const (
+	streamKey     = prefix + "stream:"
+	streamInfoKey = prefix + "stream-info:"
+	cancelChannel = prefix + "cancel"
+)
+
+// Start opens stream id, owned by owner.
+func (s *RedisStreams) Start(ctx context.Context, id, owner string) error {
+	info := streamInfoKey + id
+	var set *redis.BoolCmd
+	_, err := s.r.c.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		set = p.HSetNX(ctx, info, "owner", owner)
+		p.PExpire(ctx, info, s.ttl)
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("start stream: %w", err)
+	}
+	if !set.Val() {
+		return ErrExists
+	}
+	return nil
+}
+
+// Append adds events (numbered by the caller, in order) to stream id;
+// end marks its last. One round trip.
+func (s *RedisStreams) Append(ctx context.Context, id string, events []Event, end bool) error {
+	key, info := streamKey+id, streamInfoKey+id
+	_, err := s.r.c.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		for _, ev := range events {
+			p.XAdd(ctx, &redis.XAddArgs{Stream: key, ID: "0-" + strconv.Itoa(ev.N), Values: []any{"d", ev.Data}})
+			if ev.PhaseStart {
+				p.HSetNX(ctx, info, "p:"+strconv.Itoa(ev.PhaseIndex), ev.N)
+			}
+		}
+		if end {
+			// The end marker takes the next id (Redis 7: "0-*").
+			p.XAdd(ctx, &redis.XAddArgs{Stream: key, ID: "0-*", Values: []any{"e", "1"}})
+			p.HSet(ctx, info, "ended", "1")
+		}
+		p.PExpire(ctx, key, s.ttl)
+		p.PExpire(ctx, info, s.ttl)
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("append %d events to stream: %w", len(events), err)
+	}
+	return nil
+}
+
+// Read returns the events of stream id after position after, waiting up
+// to wait for one when there is none yet, and whether the stream has
+// ended (with no event after those returned).
+func (s *RedisStreams) Read(ctx context.Context, id string, after int, wait time.Duration) ([]Event, bool, error) {
+	res, err := s.r.c.XRead(ctx, &redis.XReadArgs{
+		Streams: []string{streamKey + id, "0-" + strconv.Itoa(after)},
+		Count:   1024,
+		Block:   max(wait, time.Millisecond),
+	}).Result()
+	if errors.Is(err, redis.Nil) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, fmt.Errorf("read stream after %d: %w", after, err)
+	}
+	var evs []Event
+	for _, st := range res {
+		for _, m := range st.Messages {
+			if _, end := m.Values["e"]; end {
+				return evs, true, nil
+			}
+			n, _ := strconv.Atoi(strings.TrimPrefix(m.ID, "0-"))
+			d, _ := m.Values["d"].(string)
+			evs = append(evs, Event{N: n, Data: []byte(d)})
+		}
+	}
+	return evs, false, nil
+}
+
+// Info returns what is known of stream id.
+func (s *RedisStreams) Info(ctx context.Context, id string) (StreamInfo, error) {
+	h, err := s.r.c.HGetAll(ctx, streamInfoKey+id).Result()
+	if err != nil {
+		return StreamInfo{}, fmt.Errorf("read stream info: %w", err)
+	}
+	owner, ok := h["owner"]
+	if !ok {
+		return StreamInfo{}, ErrNotFound
+	}
+	info := StreamInfo{Owner: owner, Ended: h["ended"] == "1", Cancelled: h["cancelled"] == "1", Phases: map[int]int{}}
+	for k, v := range h {
+		if idx, ok := strings.CutPrefix(k, "p:"); ok {
+			i, err1 := strconv.Atoi(idx)
+			n, err2 := strconv.Atoi(v)
+			if err1 == nil && err2 == nil {
+				info.Phases[i] = n
+			}
+		}
+	}
+	return info, nil
+}
+
+// Cancel marks stream id cancelled and tells every replica that watches.
+func (s *RedisStreams) Cancel(ctx context.Context, id string) error {
+	info := streamInfoKey + id
+	n, err := s.r.c.Exists(ctx, info).Result()
+	if err != nil {
+		return fmt.Errorf("cancel stream: %w", err)
+	}
+	if n == 0 {
+		return ErrNotFound
+	}
+	_, err = s.r.c.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		p.HSet(ctx, info, "cancelled", "1")
+		p.Publish(ctx, cancelChannel, id)
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("cancel stream: %w", err)
+	}
+	return nil
+}
+
+// Watch calls cancelled with the id of every stream cancelled on any
+// replica, until ctx is done; ready is called once the subscription is
+// confirmed (or after 2 seconds without Redis). The subscription survives a Redis restart
+// (go-redis subscribes again); cancels sent while Redis was down are
+// lost, but marked on the stream, so a resume still answers 409.
+func (s *RedisStreams) Watch(ctx context.Context, cancelled func(id string), ready func()) {
+	sub := s.r.c.Subscribe(ctx, cancelChannel)
+	defer sub.Close()
+	wait, stop := context.WithTimeout(ctx, 2*time.Second)
+	_, _ = sub.Receive(wait) // the confirmation, so a cancel sent after Watch started is seen
+	stop()
+	ready()
+	ch := sub.Channel()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case m, ok := <-ch:
+			if !ok {
+				return
+			}
+			cancelled(m.Payload)
+		}
+	}
+}

@@ -1,0 +1,137 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Reasoning is the reasoning remembered by tool call id, on Redis, with
+// the same bounds as the in-memory deepseek.ReasoningMemory: at most
+// MaxBytes of ids and reasoning in all, each kept at most TTL. When the
+// bytes run over, the least recently remembered goes first (a recall
+// does not make an entry younger, as it does in memory).
+type Reasoning struct {
+	r        *Redis
+	maxBytes int64
+	ttl      time.Duration
+}
+
+// NewReasoning returns the reasoning memory of r holding at most maxBytes
+// for at most ttl each (0: until evicted).
+func NewReasoning(r *Redis, maxBytes int64, ttl time.Duration) *Reasoning {
+	return &Reasoning{r: r, maxBytes: maxBytes, ttl: ttl}
+}
+
+// Keys of the reasoning memory: one string per call id, the ids by age
+// in a sorted set, their sizes in a hash, and the total.
+const (
+	reasoningKey   = prefix + "reasoning:"
+	reasoningAge   = prefix + "reasoning-age"
+	reasoningSize  = prefix + "reasoning-size"
+	reasoningTotal = prefix + "reasoning-bytes"
+)
+
+// rememberScript stores ARGV[5:] (call ids) → ARGV[4] (reasoning) and
+// keeps the total under ARGV[3] bytes, dropping the oldest, and the
+// entries older than ARGV[2] ms. One script, so replicas never see the
+// bookkeeping half done.
+var rememberScript = redis.NewScript(`
+local now, ttl, max, r = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4]
+local pfx, age, size, total = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local function drop(id)
+  local n = redis.call('HGET', size, id)
+  if n then
+    redis.call('DECRBY', total, n)
+    redis.call('HDEL', size, id)
+  end
+  redis.call('ZREM', age, id)
+  redis.call('DEL', pfx .. id)
+end
+if ttl > 0 then
+  for _, id in ipairs(redis.call('ZRANGEBYSCORE', age, '-inf', now - ttl)) do drop(id) end
+end
+for i = 5, #ARGV do
+  local id = ARGV[i]
+  local n = #id + #r
+  if n <= max then
+    drop(id)
+    if ttl > 0 then
+      redis.call('SET', pfx .. id, r, 'PX', ttl)
+    else
+      redis.call('SET', pfx .. id, r)
+    end
+    redis.call('ZADD', age, now, id)
+    redis.call('HSET', size, id, n)
+    redis.call('INCRBY', total, n)
+  end
+end
+for _ = 1, 100000 do
+  if tonumber(redis.call('GET', total) or '0') <= max then break end
+  local oldest = redis.call('ZRANGE', age, 0, 0)
+  if #oldest == 0 then break end
+  drop(oldest[1])
+end
+return 0
+`)
+
+// Remember stores reasoning for each call id. Empty ids and empty
+// reasoning are not stored; a reasoning larger than the whole memory is
+// not either.
+func (m *Reasoning) Remember(ctx context.Context, callIDs []string, reasoning string) error {
+	if reasoning == "" {
+		return nil
+	}
+	args := []any{time.Now().UnixMilli(), m.ttl.Milliseconds(), m.maxBytes, reasoning}
+	for _, id := range callIDs {
+		if id != "" {
+			args = append(args, id)
+		}
+	}
+	if len(args) == 4 {
+		return nil
+	}
+	keys := []string{reasoningKey, reasoningAge, reasoningSize, reasoningTotal}
+	if err := rememberScript.Run(ctx, m.r.c, keys, args...).Err(); err != nil {
+		return fmt.Errorf("remember reasoning of %d tool calls: %w", len(args)-4, err)
+	}
+	return nil
+}
+
+// Recall returns the reasoning remembered for each of callIDs that has
+// one, in one round trip.
+func (m *Reasoning) Recall(ctx context.Context, callIDs []string) (map[string]string, error) {
+	if len(callIDs) == 0 {
+		return nil, nil
+	}
+	keys := make([]string, len(callIDs))
+	for i, id := range callIDs {
+		keys[i] = reasoningKey + id
+	}
+	vals, err := m.r.c.MGet(ctx, keys...).Result()
+	if err != nil {
+		return nil, fmt.Errorf("recall reasoning of %d tool calls: %w", len(callIDs), err)
+	}
+	found := make(map[string]string, len(vals))
+	for i, v := range vals {
+		if s, ok := v.(string); ok {
+			found[callIDs[i]] = s
+		}
+	}
+	return found, nil
+}
+
+// reasoningBytes is the total the memory holds, for tests.
+func (m *Reasoning) reasoningBytes(ctx context.Context) (int64, error) {
+	s, err := m.r.c.Get(ctx, reasoningTotal).Result()
+	if err == redis.Nil {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	return strconv.ParseInt(s, 10, 64)
+}
