@@ -27,6 +27,11 @@ import (
 // replica builds one gateway on the Redis at url with cfg.
 func replica(t *testing.T, url string, cfg proxy.Config) *httptest.Server {
 	t.Helper()
+	return replicaTB(t, url, cfg)
+}
+
+func replicaTB(t testing.TB, url string, cfg proxy.Config) *httptest.Server {
+	t.Helper()
 	r, err := store.OpenRedis(url)
 	if err != nil {
 		t.Fatal(err)

@@ -269,10 +269,9 @@ func (r *eventRecorder) run() {
 	defer close(r.done)
 	ctx := context.Background()
 	failed := false
-	batch := make([]store.Event, 0, 64)
+	batch := make([]store.Event, 0, appendBatch)
 	for ev := range r.ch {
-		batch = append(batch[:0], ev)
-		batch = r.drain(batch)
+		batch = r.collect(append(batch[:0], ev))
 		if !failed {
 			failed = r.append(ctx, batch, false)
 		}
@@ -282,8 +281,21 @@ func (r *eventRecorder) run() {
 	}
 }
 
-// drain adds the events already queued, up to a batch's worth.
-func (r *eventRecorder) drain(batch []store.Event) []store.Event {
+// Events are appended in batches of up to appendBatch, each sent at most
+// appendLinger after its first event: a model streams a token every few
+// tens of milliseconds, and a round trip per token would cost more CPU
+// than the event itself. A resume following live sees events that much
+// later; the end of a stream is sent at once.
+const (
+	appendBatch  = 256
+	appendLinger = 50 * time.Millisecond
+)
+
+// collect adds to batch the events that come within appendLinger, up to
+// a batch's worth, or until the stream ends.
+func (r *eventRecorder) collect(batch []store.Event) []store.Event {
+	t := time.NewTimer(appendLinger)
+	defer t.Stop()
 	for len(batch) < cap(batch) {
 		select {
 		case ev, ok := <-r.ch:
@@ -291,7 +303,7 @@ func (r *eventRecorder) drain(batch []store.Event) []store.Event {
 				return batch
 			}
 			batch = append(batch, ev)
-		default:
+		case <-t.C:
 			return batch
 		}
 	}

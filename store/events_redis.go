@@ -51,27 +51,48 @@ func (s *RedisStreams) Start(ctx context.Context, id, owner string) error {
 	return nil
 }
 
+// appendScript adds events to a stream in one call: ARGV[1] is the TTL
+// in ms, ARGV[2] "1" to end the stream, then per event its position,
+// data and phase index ("" when it starts no phase). One script rather
+// than MULTI and a command per event: a stream whose events come one at a
+// time pays one short command per event.
+var appendScript = redis.NewScript(`
+local key, info = KEYS[1], KEYS[2]
+local ttl = tonumber(ARGV[1])
+for i = 3, #ARGV, 3 do
+  redis.call('XADD', key, '0-' .. ARGV[i], 'd', ARGV[i + 1])
+  if ARGV[i + 2] ~= '' then
+    redis.call('HSETNX', info, 'p:' .. ARGV[i + 2], ARGV[i])
+  end
+end
+if ARGV[2] == '1' then
+  redis.call('XADD', key, '0-*', 'e', '1')
+  redis.call('HSET', info, 'ended', '1')
+end
+if redis.call('EXISTS', key) == 1 then
+  redis.call('PEXPIRE', key, ttl)
+end
+redis.call('PEXPIRE', info, ttl)
+return 0
+`)
+
 // Append adds events (numbered by the caller, in order) to stream id;
 // end marks its last. One round trip.
 func (s *RedisStreams) Append(ctx context.Context, id string, events []Event, end bool) error {
-	key, info := streamKey+id, streamInfoKey+id
-	_, err := s.r.c.TxPipelined(ctx, func(p redis.Pipeliner) error {
-		for _, ev := range events {
-			p.XAdd(ctx, &redis.XAddArgs{Stream: key, ID: "0-" + strconv.Itoa(ev.N), Values: []any{"d", ev.Data}})
-			if ev.PhaseStart {
-				p.HSetNX(ctx, info, "p:"+strconv.Itoa(ev.PhaseIndex), ev.N)
-			}
+	args := make([]any, 0, 2+3*len(events))
+	endArg := "0"
+	if end {
+		endArg = "1"
+	}
+	args = append(args, s.ttl.Milliseconds(), endArg)
+	for _, ev := range events {
+		phase := ""
+		if ev.PhaseStart {
+			phase = strconv.Itoa(ev.PhaseIndex)
 		}
-		if end {
-			// The end marker takes the next id (Redis 7: "0-*").
-			p.XAdd(ctx, &redis.XAddArgs{Stream: key, ID: "0-*", Values: []any{"e", "1"}})
-			p.HSet(ctx, info, "ended", "1")
-		}
-		p.PExpire(ctx, key, s.ttl)
-		p.PExpire(ctx, info, s.ttl)
-		return nil
-	})
-	if err != nil {
+		args = append(args, ev.N, ev.Data, phase)
+	}
+	if err := appendScript.Run(ctx, s.r.c, []string{streamKey + id, streamInfoKey + id}, args...).Err(); err != nil {
 		return fmt.Errorf("append %d events to stream: %w", len(events), err)
 	}
 	return nil
