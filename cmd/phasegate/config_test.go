@@ -223,6 +223,13 @@ func TestInvalid(t *testing.T) {
 		{name: "unknown flag", args: []string{"--max-phase-cycle", "3"}, wantIn: "unknown flag --max-phase-cycle; did you mean --max-phase-cycles?"},
 		{name: "flag without its value", args: []string{"--max-phase-cycles"}, wantIn: "--max-phase-cycles needs a value"},
 		{name: "stray argument", args: []string{"serve"}, wantIn: `unexpected argument "serve"`},
+		{name: "Redis URL of another scheme", env: map[string]string{"REDIS_URL": "http://:" + secretEnv + "@redis:6379"}, wantIn: "REDIS_URL=[redacted]: must be a redis:// or rediss:// URL"},
+		{name: "Redis URL without host in the file", file: "redis_url: redis://\n", wantIn: ":2: redis_url: [redacted]: must be a redis://"},
+		{name: "negative rate limit", env: map[string]string{"RATE_LIMIT_KEY_RPM": "-1"}, wantIn: "RATE_LIMIT_KEY_RPM=-1: must be a whole number of 0 or more"},
+		{name: "rate limit in the file not a number", file: "rate_limit_project_tpm: lots\n", wantIn: ":2: rate_limit_project_tpm: lots: must be a whole number"},
+		{name: "resume TTL without a unit", env: map[string]string{"RESUME_TTL": "600"}, wantIn: "RESUME_TTL=600: must be a duration"},
+		{name: "zero resume bytes", env: map[string]string{"RESUME_MAX_BYTES": "0"}, wantIn: "RESUME_MAX_BYTES=0: must be a whole number of 1 or more"},
+		{name: "bad fail-open", env: map[string]string{"RATE_LIMIT_FAIL_OPEN": "sometimes"}, wantIn: "RATE_LIMIT_FAIL_OPEN=sometimes: must be true or false"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -258,6 +265,34 @@ func TestInvalid(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestSharedSettings reads the settings of several replicas from the file
+// and the environment into the proxy's config.
+func TestSharedSettings(t *testing.T) {
+	file := writeFile(t, "redis_url: redis://redis:6379/2\nrate_limit_key_rpm: 60\nrate_limit_key_tpm: 90000\nrate_limit_project_rpm: 600\n"+
+		"rate_limit_project_tpm: 900000\nrate_limit_fail_open: false\nresumable_streams: true\nresume_ttl: 5m\nresume_max_bytes: 1048576\n")
+	o, err := parseOptions(serveCommand, []string{"--config", file}, env(nil), &strings.Builder{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.redisURL.Reveal() != "redis://redis:6379/2" {
+		t.Errorf("redis URL %q", o.redisURL.Reveal())
+	}
+	want := proxy.RateLimits{KeyRequests: 60, KeyTokens: 90000, ProjectRequests: 600, ProjectTokens: 900000}
+	if diff := cmp.Diff(want, o.proxy.RateLimits); diff != "" {
+		t.Errorf("rate limits (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(proxy.Resume{All: true, TTL: 5 * time.Minute, MaxBytes: 1 << 20}, o.proxy.Resume); diff != "" {
+		t.Errorf("resume (-want +got):\n%s", diff)
+	}
+	d, err := parseOptions(serveCommand, nil, env(nil), &strings.Builder{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.redisURL != "" || !d.proxy.RateLimits.FailOpen || d.proxy.RateLimits != (proxy.RateLimits{FailOpen: true}) || d.proxy.Resume.All {
+		t.Errorf("defaults: redis %q, limits %+v, resume %+v; want no Redis, no limits (failing open), streams not resumable", d.redisURL, d.proxy.RateLimits, d.proxy.Resume)
 	}
 }
 
