@@ -137,8 +137,13 @@ type resumableSink struct {
 }
 
 // errResumeTooLarge ends a stream whose client left once its events
-// outgrow RESUME_MAX_BYTES.
-var errResumeTooLarge = errors.New("resumable stream outgrew RESUME_MAX_BYTES")
+// outgrow RESUME_MAX_BYTES; errResumeTooLargeEvent is the in-band error a
+// resume of it ends with.
+var (
+	errResumeTooLarge      = errors.New("resumable stream outgrew RESUME_MAX_BYTES")
+	errResumeTooLargeEvent = &chat.Error{Status: http.StatusInsufficientStorage, Type: chat.TypeServer, Code: "resume_too_large",
+		Message: "this stream outgrew the events the gateway keeps for a resume (RESUME_MAX_BYTES); its later events were not kept"}
+)
 
 func (s *resumableSink) chunk(data, ext []byte) error {
 	if ext != nil {
@@ -171,8 +176,11 @@ func (s *resumableSink) fail(e *chat.Error) { _ = s.event(e.Body(), false) }
 func (s *resumableSink) event(data []byte, chunk bool) error {
 	n, kept := s.rec.add(data, chunk, s.maxBytes)
 	if !kept && !s.full {
+		// The last event kept says why a resume ends here.
 		s.full = true
+		s.rec.keep(errResumeTooLargeEvent.Body())
 		s.rec.h.metrics.Resumable(metrics.ResumeTooLarge)
+		s.rec.log.Warn("resumable stream outgrew RESUME_MAX_BYTES; its later events are not kept", "max_bytes", s.maxBytes)
 	}
 	if s.gone {
 		if s.full {
@@ -232,6 +240,8 @@ type eventRecorder struct {
 	ch    chan store.Event
 	done  chan struct{}
 	phase int
+	// full reports that an event was not kept: RESUME_MAX_BYTES.
+	full bool
 }
 
 func startRecorder(h *Handler, id string, log *slog.Logger) *eventRecorder {
@@ -249,12 +259,20 @@ func (r *eventRecorder) add(data []byte, chunk bool, maxBytes int64) (int, bool)
 		r.phase = i
 		ev.PhaseStart, ev.PhaseIndex = true, i
 	}
-	if r.bytes+int64(len(data)) > maxBytes {
+	if r.full || r.bytes+int64(len(data)) > maxBytes {
+		r.full = true // nothing after a gap is kept
 		return r.n, false
 	}
 	r.bytes += int64(len(data))
 	r.ch <- ev
 	return r.n, true
+}
+
+// keep queues one last event past maxBytes, unnumbered by the stream's
+// own events (it takes the next position).
+func (r *eventRecorder) keep(data []byte) {
+	r.n++
+	r.ch <- store.Event{N: r.n, Data: data}
 }
 
 // close queues the end and waits for every event to be stored (or

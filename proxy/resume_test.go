@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -167,5 +168,56 @@ func TestRateLimitTokens(t *testing.T) {
 	// Without a project id the project's limit does not apply.
 	if r := post(t, ctx, gw, "/v1/chat/completions", chatBody(false), nil); r.StatusCode != http.StatusOK {
 		t.Errorf("no project: %d, want 200", r.StatusCode)
+	}
+}
+
+func TestResumeMaxBytes(t *testing.T) {
+	reply, _ := slowStream(40, time.Millisecond)
+	for _, leave := range []bool{false, true} {
+		t.Run(fmt.Sprintf("client leaves=%v", leave), func(t *testing.T) {
+			up, usrv := proxytest.NewServer(t, proxytest.Script(reply))
+			cfg := config(usrv)
+			cfg.Resume.MaxBytes = 2000 // about ten chunks
+			gw := newGateway(t, cfg)
+			ctx := testContext(t)
+			id := fmt.Sprintf("req-big-%v", leave)
+			resp := post(t, ctx, gw, "/v1/chat/completions", chatBody(true), resumableHeader(id))
+			if leave {
+				readIDEvents(t, resp.Body, 2)
+				resp.Body.Close()
+				select {
+				case <-up.Cancelled():
+				case <-time.After(wait):
+					t.Fatal("the upstream of a stream past RESUME_MAX_BYTES, its client gone, was never closed")
+				}
+			} else if live := readIDEvents(t, resp.Body, 0); live[len(live)-1].data != "[DONE]" || len(live) != 43 {
+				t.Errorf("the connected client got %d events ending %q; want all 43, to [DONE]", len(live), live[len(live)-1].data)
+			}
+			kept := readIDEvents(t, get(t, ctx, gw, "/v1/phasegate/requests/"+id+"/events", http.Header{"X-Phasegate-Event-Ids": {"true"}}).Body, 0)
+			if len(kept) < 5 || len(kept) > 15 || !strings.Contains(kept[len(kept)-1].data, `"code":"resume_too_large"`) {
+				t.Errorf("replay: %d events ending %q; want about ten, then the resume_too_large error", len(kept), kept[len(kept)-1].data)
+			}
+		})
+	}
+}
+
+func TestRateLimitTokensCorrected(t *testing.T) {
+	reply := sim.Completion(testModel, map[string]any{"content": "A long answer."}, "stop",
+		map[string]any{"prompt_tokens": 10, "completion_tokens": 500, "total_tokens": 510})
+	_, usrv := proxytest.NewServer(t, func(proxytest.Received) sim.Reply { return reply })
+	cfg := config(usrv)
+	cfg.RateLimits = proxy.RateLimits{KeyTokens: 1000}
+	gw := newGateway(t, cfg)
+	ctx := testContext(t)
+	first := post(t, ctx, gw, "/v1/chat/completions", chatBody(false), nil)
+	readAll(t, first.Body)
+	second := post(t, ctx, gw, "/v1/chat/completions", chatBody(false), nil)
+	readAll(t, second.Body)
+	before, _ := strconv.Atoi(first.Header.Get("X-Ratelimit-Remaining-Tokens"))
+	after, _ := strconv.Atoi(second.Header.Get("X-Ratelimit-Remaining-Tokens"))
+	// The first request's estimate was taken before the call; the 510
+	// tokens it reported are charged after it, before the second.
+	if spent := before - after; spent < 490 || spent > 520 {
+		t.Errorf("remaining tokens %d then %d: %d spent between; want the 510 reported beyond the estimate and the second estimate", before, after, spent)
 	}
 }
