@@ -42,10 +42,13 @@ type Result struct {
 	Signals []Signal
 }
 
+// Judge judges body against the seed's phases; see Set.Judge.
+func Judge(body string) Result { return Default().Judge(body) }
+
 // Judge parses, repairs when needed, and validates an envelope body: the
 // text between the delimiters, as in a Part whose Envelope is true. It
 // never fails; what is wrong is in the Result. Safe for concurrent use.
-func Judge(body string) Result {
+func (s *Set) Judge(body string) Result {
 	r := Result{Found: true}
 	raw, repaired, err := decode(body)
 	if err != nil {
@@ -60,11 +63,11 @@ func Judge(body string) Result {
 		r.Errors = []string{"the envelope must be a JSON object with \"phase\" and \"data\", got " + jsonKind(raw)}
 		return r
 	}
-	r.Errors = checkShape(&r, env["phase"], env["data"])
+	r.Errors = s.checkShape(&r, env["phase"], env["data"])
 	if r.Errors != nil {
 		return r
 	}
-	r.Errors = validateData(r.Phase, r.Data)
+	r.Errors = s.validateData(r.Phase, r.Data)
 	r.Valid = r.Errors == nil
 	return r
 }
@@ -102,7 +105,7 @@ func decode(body string) (raw string, repaired bool, err error) {
 
 // checkShape applies the seed's parsing algorithm checks (missing phase,
 // missing data) and the phase's name, and fills r.Phase and r.Data.
-func checkShape(r *Result, phase, data json.RawMessage) []string {
+func (s *Set) checkShape(r *Result, phase, data json.RawMessage) []string {
 	var errs []string
 	var name string
 	switch {
@@ -112,8 +115,8 @@ func checkShape(r *Result, phase, data json.RawMessage) []string {
 		errs = append(errs, "phase is "+jsonKind(string(phase))+", want string")
 	default:
 		r.Phase = Phase(name)
-		if _, ok := mustPhases()[r.Phase]; !ok {
-			errs = append(errs, fmt.Sprintf("phase: value %s is not one of %s", quoteJSON(name), phaseList()))
+		if !s.Known(r.Phase) {
+			errs = append(errs, fmt.Sprintf("phase: value %s is not one of %s", quoteJSON(name), s.phaseList()))
 		}
 	}
 	switch {
@@ -128,12 +131,12 @@ func checkShape(r *Result, phase, data json.RawMessage) []string {
 }
 
 // validateData checks data against the phase's schema.
-func validateData(p Phase, data json.RawMessage) []string {
+func (s *Set) validateData(p Phase, data json.RawMessage) []string {
 	doc, err := jsonUnmarshal(data)
 	if err != nil {
 		return []string{"JSON parse error in data: " + err.Error()}
 	}
-	if err := mustPhases()[p].schema.Validate(doc); err != nil {
+	if err := s.phases[p].schema.Validate(doc); err != nil {
 		return describeValidation(err)
 	}
 	return nil
@@ -169,19 +172,22 @@ func jsonKind(raw string) string {
 	}
 }
 
-func phaseList() string {
-	q := make([]string, len(Phases))
-	for i, p := range Phases {
+func (s *Set) phaseList() string {
+	q := make([]string, len(s.names))
+	for i, p := range s.names {
 		q[i] = quoteJSON(string(p))
 	}
 	return strings.Join(q, ", ")
 }
 
+// Parse judges text against the seed's phases; see Set.Parse.
+func Parse(text string) Result { return Default().Parse(text) }
+
 // Parse judges a whole response the way the seed's parsing algorithm does:
 // the first start delimiter and the first end delimiter after it. With no
 // complete envelope, Found is false, Errors says which delimiter is
 // missing, and Signals holds the keyword fallback's matches.
-func Parse(text string) Result {
+func (s *Set) Parse(text string) Result {
 	start := strings.Index(text, StartDelimiter)
 	end := -1
 	if start >= 0 {
@@ -197,7 +203,7 @@ func Parse(text string) Result {
 	}
 	bodyStart := start + len(StartDelimiter)
 	end += bodyStart
-	r := Judge(text[bodyStart:end])
+	r := s.Judge(text[bodyStart:end])
 	r.Before = strings.TrimSpace(text[:start])
 	r.After = strings.TrimSpace(text[end+len(EndDelimiter):])
 	return r

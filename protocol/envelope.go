@@ -1,0 +1,273 @@
+package protocol
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/phasegate/phasegate/envelope"
+	"github.com/phasegate/phasegate/metrics"
+	"github.com/phasegate/phasegate/protocol/chat"
+	"github.com/phasegate/phasegate/tools"
+)
+
+// EnvelopeMode is whether the guard judges the orchestrator envelopes of
+// an answer (seed 002), and whether an answer must carry one.
+type EnvelopeMode string
+
+// Envelope modes.
+const (
+	// EnvelopeOff leaves the answer's text alone.
+	EnvelopeOff EnvelopeMode = ""
+	// EnvelopeOptional judges an envelope the answer writes: a broken one
+	// is asked again, a missing one is not.
+	EnvelopeOptional EnvelopeMode = "optional"
+	// EnvelopeRequired also asks again an answer that writes none.
+	EnvelopeRequired EnvelopeMode = "required"
+)
+
+// ParseEnvelopeMode reads a mode as the X-Phasegate-Envelope header and
+// the config file spell it: optional, required, or off ("" is off too).
+func ParseEnvelopeMode(s string) (EnvelopeMode, error) {
+	switch m := EnvelopeMode(strings.ToLower(strings.TrimSpace(s))); m {
+	case EnvelopeOptional, EnvelopeRequired:
+		return m, nil
+	case "", "off":
+		return EnvelopeOff, nil
+	default:
+		return EnvelopeOff, fmt.Errorf("must be optional, required or off, got %q", s)
+	}
+}
+
+// DefaultMaxEnvelopeRetries is the number of re-asks phasegate starts with
+// for an answer whose envelope is invalid, or missing when required.
+const DefaultMaxEnvelopeRetries = 2
+
+// MaxEnvelopeBytes bounds an envelope the guard holds back: an envelope
+// still open past it is judged invalid, so a model that never writes the
+// end delimiter cannot make the gateway hold the whole answer.
+const MaxEnvelopeBytes = 256 << 10
+
+// Envelope outcomes, the outcome label of phasegate_envelopes_total.
+const (
+	envelopeValid    = "valid"    // as written
+	envelopeRepaired = "repaired" // valid once repaired
+	envelopeRetried  = "retried"  // invalid or missing, asked again
+	envelopeFallback = "fallback" // budget spent; the keyword fallback matched
+	envelopeInvalid  = "invalid"  // budget spent; nothing matched either
+	envelopeMissing  = "missing"  // optional and not written
+)
+
+// EnvelopeReport is the verdict on a response's envelope, the "envelope"
+// field of the phase metadata of its last chunks (and of a non-streaming
+// answer's top-level phasegate object).
+type EnvelopeReport struct {
+	// Phase is the phase of the last envelope judged; "" when none.
+	Phase envelope.Phase `json:"phase"`
+	// Found is whether the answer wrote a complete envelope.
+	Found bool `json:"found"`
+	// Valid is whether the forwarded envelope satisfies its phase schema.
+	Valid bool `json:"valid"`
+	// Repaired is whether the forwarded envelope is the repaired JSON.
+	Repaired bool `json:"repaired"`
+	// Errors says what is wrong when not Valid.
+	Errors []string `json:"errors"`
+	// Retries is the number of re-asks the envelope took.
+	Retries int `json:"retries"`
+	// Fallback is the keyword fallback's verdict on the answer's text when
+	// no valid envelope was forwarded.
+	Fallback []envelope.Signal `json:"fallback,omitempty"`
+}
+
+// envelopeRun is the envelope state of one request.
+type envelopeRun struct {
+	mode    EnvelopeMode
+	set     *envelope.Set
+	max     int
+	retries int
+	scan    envelope.Scanner
+	// report is the verdict so far; nil until an envelope was judged or
+	// the answer ended.
+	report *EnvelopeReport
+}
+
+func newEnvelopeRun(mode EnvelopeMode, set *envelope.Set, max int) *envelopeRun {
+	if mode == EnvelopeOff {
+		return nil
+	}
+	if set == nil {
+		set = envelope.Default()
+	}
+	return &envelopeRun{mode: mode, set: set, max: max}
+}
+
+// passes reports whether content can go out as it came: no envelope is
+// open or may be starting, and content cannot start one.
+func (e *envelopeRun) passes(content string) bool {
+	return e == nil || !e.scan.Inside() && e.scan.Held() == 0 && strings.IndexByte(content, '<') < 0
+}
+
+// say writes the model's content through the envelope scan: text outside
+// an envelope goes out at once, an envelope once it is complete and
+// judged. It returns a refusal when an envelope must be asked again.
+func (r *guardRun) say(ctx context.Context, a *upstreamAnswer, content string) (*refusal, bool, error) {
+	if r.env == nil {
+		return nil, false, r.writeContent(content)
+	}
+	for _, p := range r.env.scan.Feed(content) {
+		if !p.Envelope {
+			if err := r.writeContent(p.Text); err != nil {
+				return nil, false, err
+			}
+			continue
+		}
+		if ref, done, err := r.judgeEnvelope(ctx, a, p.Text); done || err != nil {
+			return ref, done, err
+		}
+	}
+	if r.env.scan.Held() > MaxEnvelopeBytes {
+		r.env.scan = envelope.Scanner{}
+		return r.envelopeFailed(ctx, a, envelope.Result{
+			Errors: []string{fmt.Sprintf("the envelope is over %d bytes without its end delimiter %s", MaxEnvelopeBytes, envelope.EndDelimiter)}})
+	}
+	return nil, false, nil
+}
+
+// judgeEnvelope judges one complete envelope: a valid one is forwarded (the
+// repaired JSON when it was repaired), an invalid one asked again or, with
+// the budget spent, held back and reported.
+func (r *guardRun) judgeEnvelope(ctx context.Context, a *upstreamAnswer, body string) (*refusal, bool, error) {
+	res := r.env.set.Judge(body)
+	if !res.Valid {
+		return r.envelopeFailed(ctx, a, res)
+	}
+	outcome := envelopeValid
+	text := envelope.StartDelimiter + body + envelope.EndDelimiter
+	if res.Repaired {
+		outcome = envelopeRepaired
+		text = envelope.StartDelimiter + "\n" + res.JSON + "\n" + envelope.EndDelimiter
+	}
+	r.env.report = &EnvelopeReport{Phase: res.Phase, Found: true, Valid: true, Repaired: res.Repaired, Errors: []string{}, Retries: r.env.retries}
+	r.countEnvelope(ctx, res.Phase, outcome, "")
+	return nil, false, r.writeContent(text)
+}
+
+// envelopeAtEnd settles the envelope rule when the answer finished
+// without a tool call: held text goes out, an open envelope is invalid,
+// and a missing one is asked again when required.
+func (r *guardRun) envelopeAtEnd(ctx context.Context, a *upstreamAnswer) (*refusal, bool, error) {
+	if r.env == nil {
+		return nil, false, nil
+	}
+	parts, err := r.env.scan.Flush()
+	if errors.Is(err, envelope.ErrUnterminated) {
+		return r.envelopeFailed(ctx, a, envelope.Result{Errors: []string{"missing end delimiter " + envelope.EndDelimiter}})
+	}
+	for _, p := range parts {
+		if err := r.writeContent(p.Text); err != nil {
+			return nil, false, err
+		}
+	}
+	if r.env.report != nil {
+		return nil, false, nil
+	}
+	missing := envelope.Result{Errors: []string{"missing start delimiter " + envelope.StartDelimiter}}
+	if r.env.mode == EnvelopeRequired {
+		return r.envelopeFailed(ctx, a, missing)
+	}
+	signals, err := r.fallbackSignals(a)
+	if err != nil {
+		return nil, false, err
+	}
+	r.env.report = &EnvelopeReport{Errors: missing.Errors, Fallback: signals}
+	r.countEnvelope(ctx, "", envelopeMissing, "")
+	return nil, false, nil
+}
+
+// envelopeFailed asks an invalid or missing envelope again while the
+// budget allows: the answer is closed and nothing of the envelope reached
+// the client. With the budget spent, the envelope stays held back and the
+// report carries its errors and the keyword fallback's verdict.
+func (r *guardRun) envelopeFailed(ctx context.Context, a *upstreamAnswer, res envelope.Result) (*refusal, bool, error) {
+	if r.env.retries < r.env.max {
+		a.close()
+		if a.usage == nil {
+			r.s.estimateUsage(a.req, a.prompt, string(a.rd.gen))
+		}
+		r.countEnvelope(ctx, res.Phase, envelopeRetried, strings.Join(res.Errors, "; "))
+		content, reasoning, err := a.rd.saidText()
+		if err != nil {
+			return nil, false, &GuardError{Err: fmt.Errorf("decode what the answer said: %w", err)}
+		}
+		ref, err := refuse(chat.ToolCall{}, tools.Judgement{}, content, reasoning, "")
+		if err != nil {
+			return nil, false, err
+		}
+		ref.envelope = &res
+		return ref, true, nil
+	}
+	signals, err := r.fallbackSignals(a)
+	if err != nil {
+		return nil, false, err
+	}
+	outcome := envelopeInvalid
+	if len(signals) > 0 {
+		outcome = envelopeFallback
+	}
+	r.env.report = &EnvelopeReport{Phase: res.Phase, Found: res.Found, Errors: res.Errors, Retries: r.env.retries, Fallback: signals}
+	r.countEnvelope(ctx, res.Phase, outcome, strings.Join(res.Errors, "; "))
+	return nil, false, nil
+}
+
+// fallbackSignals applies the seed's keyword fallback to what the answer
+// said.
+func (r *guardRun) fallbackSignals(a *upstreamAnswer) ([]envelope.Signal, error) {
+	content, _, err := a.rd.saidText()
+	if err != nil {
+		return nil, &GuardError{Err: fmt.Errorf("decode what the answer said: %w", err)}
+	}
+	return envelope.Fallback(content), nil
+}
+
+// countEnvelope counts and traces one verdict. The phase label is a phase
+// of the set or "none", so a model cannot grow the label space.
+func (r *guardRun) countEnvelope(ctx context.Context, phase envelope.Phase, outcome, reason string) {
+	label := string(phase)
+	if !r.env.set.Known(phase) {
+		label = "none"
+	}
+	r.g.cfg.Metrics.Envelope(label, outcome)
+	if reason != "" {
+		reason = "; " + reason
+	}
+	r.trace(ctx, metrics.Trace{Kind: metrics.TraceEnvelope, Verdict: outcome, Reason: "phase " + label + reason})
+}
+
+// reask puts an envelope refusal to the model: what it said, then the
+// notice that says what was wrong and the exact format.
+func (r *guardRun) reask(ref *refusal) error {
+	r.env.retries++
+	if ref.assistant != nil {
+		r.extra = append(r.extra, *ref.assistant)
+	}
+	first := "the envelope is missing"
+	if len(ref.envelope.Errors) > 0 {
+		first = ref.envelope.Errors[0]
+	}
+	shown := fmt.Sprintf("The orchestrator envelope could not be used (%s); asking the model again (%d of %d).", first, r.env.retries, r.env.max)
+	return r.notice(r.env.set.Notice(*ref.envelope, ""), shown)
+}
+
+// withEnvelope adds the envelope report to the phase metadata.
+func (r *guardRun) withEnvelope(ext []byte) []byte {
+	if r.env == nil || r.env.report == nil {
+		return ext
+	}
+	b, err := json.Marshal(r.env.report)
+	if err != nil {
+		return ext
+	}
+	return chat.WithExtension(ext, "envelope", b)
+}
