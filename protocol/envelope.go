@@ -254,11 +254,15 @@ func (r *guardRun) reask(ref *refusal) error {
 	}
 	first := "the envelope is missing"
 	if len(ref.envelope.Errors) > 0 {
-		first = ref.envelope.Errors[0]
+		// Without the delimiters: the client's own parser must not find
+		// an envelope in the notice line.
+		first = strings.TrimSpace(delimiters.Replace(ref.envelope.Errors[0]))
 	}
 	shown := fmt.Sprintf("The orchestrator envelope could not be used (%s); asking the model again (%d of %d).", first, r.env.retries, r.env.max)
 	return r.notice(r.env.set.Notice(*ref.envelope, ""), shown)
 }
+
+var delimiters = strings.NewReplacer(envelope.StartDelimiter, "", envelope.EndDelimiter, "")
 
 // withEnvelope adds the envelope report to the phase metadata.
 func (r *guardRun) withEnvelope(ext []byte) []byte {

@@ -349,8 +349,11 @@ func (c *chatRequest) prepare() error {
 	c.w.Header().Set("X-Phasegate-Protocol", c.strategy.Name())
 	c.w.Header().Set("X-Phasegate-Provider", c.provider.Name)
 	c.x = &protocol.Exchange{Request: req, RequestID: c.id, ProjectID: c.r.Header.Get("X-Project-Id"), History: req.Messages, Retry: h.cfg.Retry}
+	if c.strategy.Name() != ProtocolTwoStage && c.r.Header.Get("X-Phasegate-Envelope") != "" {
+		return chat.InvalidRequest("", "header X-Phasegate-Envelope is served by the guard (/v1/chat/completions or /two-stage/v1/chat/completions); this route passes answers through as they are")
+	}
 	if c.strategy.Name() == ProtocolTwoStage {
-		if c.x.Limits, err = h.limits(c.r.Header); err != nil {
+		if c.x.Limits, err = h.limits(c.r.Header, req.Model); err != nil {
 			return err
 		}
 		if req.N > 1 {
@@ -572,11 +575,15 @@ func headerCount(hdr http.Header, name string) (int, error) {
 	return n, nil
 }
 
-// limits reads the per-request budget headers. They may only lower the
-// configured budgets; the guard takes the smaller value.
-func (h *Handler) limits(hdr http.Header) (protocol.Limits, error) {
+// limits reads the per-request budget headers and the envelope rule. The
+// budgets may only lower the configured ones (the guard takes the smaller
+// value); the envelope header replaces the model's configured rule.
+func (h *Handler) limits(hdr http.Header, model string) (protocol.Limits, error) {
 	var l protocol.Limits
 	var err error
+	if l.Envelope, err = h.envelopeMode(hdr, model); err != nil {
+		return l, err
+	}
 	if l.MaxPhaseCycles, err = headerCount(hdr, "X-Phasegate-Max-Phase-Cycles"); err != nil {
 		return l, err
 	}
@@ -594,6 +601,24 @@ func (h *Handler) limits(hdr http.Header) (protocol.Limits, error) {
 		return l, chat.InvalidRequest("", "header X-Phasegate-Mode must be plan or act, got %q", mode)
 	}
 	return l, nil
+}
+
+// envelopeMode is the request's X-Phasegate-Envelope header, else the
+// rule configured for its model.
+func (h *Handler) envelopeMode(hdr http.Header, model string) (protocol.EnvelopeMode, error) {
+	if v := hdr.Get("X-Phasegate-Envelope"); v != "" {
+		m, err := protocol.ParseEnvelopeMode(v)
+		if err != nil {
+			return m, chat.InvalidRequest("", "header X-Phasegate-Envelope %s", err)
+		}
+		return m, nil
+	}
+	for _, r := range h.cfg.Envelopes {
+		if match(r.Pattern, model) {
+			return r.Mode, nil
+		}
+	}
+	return protocol.EnvelopeOff, nil
 }
 
 // forwardHeader returns the client headers to pass upstream: hop-by-hop
