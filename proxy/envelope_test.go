@@ -24,7 +24,6 @@ func orchestratorGateway(t *testing.T, rules ...proxy.EnvelopeRule) *openai.Clie
 	return newClient(gw)
 }
 
-
 // The go-openai client receives the orchestrator's envelopes repaired or
 // asked again, streamed and not, and never a broken one.
 func TestEnvelopesThroughOpenAIClient(t *testing.T) {
