@@ -99,7 +99,7 @@ func NewSet(extra map[Phase][]byte) (*Set, error) {
 func (s *Set) add(p Phase, src []byte) error {
 	sch, err := compileSchema(string(p), src)
 	if err != nil {
-		return fmt.Errorf("compile the schema of phase %s: %w", p, err)
+		return fmt.Errorf("compile the schema of phase %s: %s", p, oneLine(err.Error()))
 	}
 	var top struct{ Required []string }
 	if err := json.Unmarshal(src, &top); err != nil {
@@ -107,6 +107,16 @@ func (s *Set) add(p Phase, src []byte) error {
 	}
 	s.phases[p] = phaseSchema{schema: sch, required: top.Required}
 	return nil
+}
+
+// oneLine joins the lines of the schema library's nested errors, so a
+// config error stays one line.
+func oneLine(msg string) string {
+	lines := strings.Split(msg, "\n")
+	for i, l := range lines {
+		lines[i] = strings.TrimPrefix(strings.TrimSpace(l), "- ")
+	}
+	return strings.Join(lines, "; ")
 }
 
 func compileSchema(name string, src []byte) (*jsonschema.Schema, error) {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/phasegate/phasegate/protocol"
 	"github.com/phasegate/phasegate/proxy"
 )
 
@@ -223,6 +224,10 @@ func TestInvalid(t *testing.T) {
 		{name: "unknown flag", args: []string{"--max-phase-cycle", "3"}, wantIn: "unknown flag --max-phase-cycle; did you mean --max-phase-cycles?"},
 		{name: "flag without its value", args: []string{"--max-phase-cycles"}, wantIn: "--max-phase-cycles needs a value"},
 		{name: "stray argument", args: []string{"serve"}, wantIn: `unexpected argument "serve"`},
+		{name: "bad envelope mode in the file", file: "envelopes:\n  models:\n    orch-*: always\n", wantIn: ":4: envelopes: models: orch-*: must be optional, required or off"},
+		{name: "unknown envelopes key", file: "envelopes:\n  phase:\n    x: {}\n", wantIn: ":3: envelopes: unknown key phase; did you mean phases?"},
+		{name: "bad phase schema", file: "envelopes:\n  phases:\n    review:\n      type: nosuchtype\n", wantIn: ":5: envelopes: phases: review: compile the schema of phase review"},
+		{name: "negative envelope retries", env: map[string]string{"MAX_ENVELOPE_RETRIES": "-1"}, wantIn: "MAX_ENVELOPE_RETRIES=-1: must be a whole number of 0 or more"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -258,6 +263,46 @@ func TestInvalid(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// The envelopes section of the config file: rules per model, in the order
+// written, and phases of the operator's own judged like the seed's.
+func TestEnvelopesFromFile(t *testing.T) {
+	file := writeFile(t, `max_envelope_retries: 1
+envelopes:
+  models:
+    orchestrator-*: required
+    planner: optional
+  phases:
+    review:
+      type: object
+      required: [verdict]
+      properties:
+        verdict: {enum: [approve, reject]}
+`)
+	o, err := parseOptions(serveCommand, []string{"--config", file}, env(nil), &strings.Builder{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []proxy.EnvelopeRule{{Pattern: "orchestrator-*", Mode: protocol.EnvelopeRequired}, {Pattern: "planner", Mode: protocol.EnvelopeOptional}}
+	if diff := cmp.Diff(want, o.proxy.Envelopes); diff != "" {
+		t.Errorf("envelope rules (-want +got):\n%s", diff)
+	}
+	if o.envelopeRetries != 1 {
+		t.Errorf("envelope retries = %d, want 1", o.envelopeRetries)
+	}
+	if o.envelopes == nil {
+		t.Fatal("no phases read")
+	}
+	if r := o.envelopes.Judge(`{"phase":"review","data":{"verdict":"approve"}}`); !r.Valid {
+		t.Errorf("a review envelope judged %+v, want valid", r)
+	}
+	if r := o.envelopes.Judge(`{"phase":"review","data":{"verdict":"later"}}`); r.Valid {
+		t.Error("a review envelope with a bad verdict judged valid")
+	}
+	if r := o.envelopes.Judge(`{"phase":"analysis","data":{"summary":"s","recommended_splits":1}}`); !r.Valid {
+		t.Errorf("the seed's phases are gone: %+v", r)
 	}
 }
 

@@ -284,6 +284,8 @@ func newHandler(o options, log *slog.Logger, tp *sdktrace.TracerProvider) (*prox
 			HideNotices:          !o.showNotices,
 			PlanTools:            o.planTools,
 			RepeatableTools:      o.repeatableTools,
+			Envelopes:            o.envelopes,
+			MaxEnvelopeRetries:   o.envelopeRetries,
 			Metrics:              m,
 		}, tracer)
 	}
