@@ -88,6 +88,9 @@ type envelopeRun struct {
 	max     int
 	retries int
 	scan    envelope.Scanner
+	// said is the content of the answer being read, up to MaxEnvelopeBytes,
+	// for the keyword fallback.
+	said strings.Builder
 	// report is the verdict so far; nil until an envelope was judged or
 	// the answer ended.
 	report *EnvelopeReport
@@ -104,9 +107,32 @@ func newEnvelopeRun(mode EnvelopeMode, set *envelope.Set, max int) *envelopeRun 
 }
 
 // passes reports whether content can go out as it came: no envelope is
-// open or may be starting, and content cannot start one.
+// open or may be starting, and content cannot start one. Content that
+// passes is kept for the keyword fallback; what does not goes to say.
 func (e *envelopeRun) passes(content string) bool {
-	return e == nil || !e.scan.Inside() && e.scan.Held() == 0 && strings.IndexByte(content, '<') < 0
+	if e == nil {
+		return true
+	}
+	if e.scan.Inside() || e.scan.Held() > 0 || strings.IndexByte(content, '<') >= 0 {
+		return false
+	}
+	e.keep(content)
+	return true
+}
+
+func (e *envelopeRun) keep(content string) {
+	if e.said.Cap() == 0 {
+		e.said.Grow(4 << 10) // most answers are shorter: one allocation
+	}
+	if n := MaxEnvelopeBytes - e.said.Len(); n > 0 {
+		e.said.WriteString(content[:min(n, len(content))])
+	}
+}
+
+// reset starts the next answer.
+func (e *envelopeRun) reset() {
+	e.scan = envelope.Scanner{}
+	e.said.Reset()
 }
 
 // say writes the model's content through the envelope scan: text outside
@@ -116,6 +142,7 @@ func (r *guardRun) say(ctx context.Context, a *upstreamAnswer, content string) (
 	if r.env == nil {
 		return nil, false, r.writeContent(content)
 	}
+	r.env.keep(content)
 	for _, p := range r.env.scan.Feed(content) {
 		if !p.Envelope {
 			if err := r.writeContent(p.Text); err != nil {
@@ -177,11 +204,7 @@ func (r *guardRun) envelopeAtEnd(ctx context.Context, a *upstreamAnswer) (*refus
 	if r.env.mode == EnvelopeRequired {
 		return r.envelopeFailed(ctx, a, missing)
 	}
-	signals, err := r.fallbackSignals(a)
-	if err != nil {
-		return nil, false, err
-	}
-	r.env.report = &EnvelopeReport{Errors: missing.Errors, Fallback: signals}
+	r.env.report = &EnvelopeReport{Errors: missing.Errors, Fallback: envelope.Fallback(r.env.said.String())}
 	r.countEnvelope(ctx, "", envelopeMissing, "")
 	return nil, false, nil
 }
@@ -208,10 +231,7 @@ func (r *guardRun) envelopeFailed(ctx context.Context, a *upstreamAnswer, res en
 		ref.envelope = &res
 		return ref, true, nil
 	}
-	signals, err := r.fallbackSignals(a)
-	if err != nil {
-		return nil, false, err
-	}
+	signals := envelope.Fallback(r.env.said.String())
 	outcome := envelopeInvalid
 	if len(signals) > 0 {
 		outcome = envelopeFallback
@@ -219,16 +239,6 @@ func (r *guardRun) envelopeFailed(ctx context.Context, a *upstreamAnswer, res en
 	r.env.report = &EnvelopeReport{Phase: res.Phase, Found: res.Found, Errors: res.Errors, Retries: r.env.retries, Fallback: signals}
 	r.countEnvelope(ctx, res.Phase, outcome, strings.Join(res.Errors, "; "))
 	return nil, false, nil
-}
-
-// fallbackSignals applies the seed's keyword fallback to what the answer
-// said.
-func (r *guardRun) fallbackSignals(a *upstreamAnswer) ([]envelope.Signal, error) {
-	content, _, err := a.rd.saidText()
-	if err != nil {
-		return nil, &GuardError{Err: fmt.Errorf("decode what the answer said: %w", err)}
-	}
-	return envelope.Fallback(content), nil
 }
 
 // countEnvelope counts and traces one verdict. The phase label is a phase

@@ -451,7 +451,7 @@ func (r *guardRun) attempt(ctx context.Context, req *chat.Request, p *Prompt, fi
 	*p = a.prompt
 	defer a.close()
 	if r.env != nil {
-		r.env.scan = envelope.Scanner{} // what a closed answer held is gone with it
+		r.env.reset() // what a closed answer held is gone with it
 	}
 	ref, retry, err = r.read(ctx, a, final)
 	if errors.Is(err, errClientGone) && a.usage == nil {
