@@ -50,16 +50,13 @@ func Judge(body string) Result { return Default().Judge(body) }
 // never fails; what is wrong is in the Result. Safe for concurrent use.
 func (s *Set) Judge(body string) Result {
 	r := Result{Found: true}
-	raw, repaired, err := decode(body)
+	raw, env, repaired, err := decode(body)
 	if err != nil {
 		r.Errors = []string{err.Error()}
 		return r
 	}
 	r.JSON, r.Repaired = raw, repaired
-	// A map, not a struct: keys match exactly, as in the seed's
-	// parsed.phase, where encoding/json would also take "Phase".
-	var env map[string]json.RawMessage
-	if err := json.Unmarshal([]byte(raw), &env); err != nil {
+	if env == nil {
 		r.Errors = []string{"the envelope must be a JSON object with \"phase\" and \"data\", got " + jsonKind(raw)}
 		return r
 	}
@@ -79,28 +76,33 @@ func (s *Set) Judge(body string) Result {
 // that does not parse as written is reported as a JSON error.
 const MaxRepairBytes = 16 << 10
 
-// decode returns body as JSON: trimmed when it parses as written,
-// else repaired. The error words the model's JSON error.
-func decode(body string) (raw string, repaired bool, err error) {
+// decode returns body as JSON, trimmed when it parses as written, else
+// repaired, and its top-level fields: nil when it is JSON but not an
+// object. A map, not a struct: keys match exactly, as in the seed's
+// parsed.phase, where encoding/json would also take "Phase". The error
+// words the model's JSON error.
+func decode(body string) (raw string, env map[string]json.RawMessage, repaired bool, err error) {
 	raw = strings.TrimSpace(body)
 	if raw == "" {
-		return "", false, errors.New("the envelope is empty: write a JSON object between the delimiters")
+		return "", nil, false, errors.New("the envelope is empty: write a JSON object between the delimiters")
 	}
-	if json.Valid([]byte(raw)) {
-		return raw, false, nil
+	// One pass checks the syntax and reads the fields.
+	strict := json.Unmarshal([]byte(raw), &env)
+	var syntax *json.SyntaxError
+	if !errors.As(strict, &syntax) {
+		return raw, env, false, nil // an object, or JSON of another kind (env nil)
 	}
-	var v any
-	strict := json.Unmarshal([]byte(raw), &v) // for its error's wording
 	if len(raw) > MaxRepairBytes {
-		return "", false, fmt.Errorf("JSON parse error: %v (not repaired: over %d bytes)", strict, MaxRepairBytes)
+		return "", nil, false, fmt.Errorf("JSON parse error: %v (not repaired: over %d bytes)", strict, MaxRepairBytes)
 	}
 	fixed, err := jsonrepair.Repair(raw)
 	// A repair that is not an object guessed too much ("hello" becomes a
 	// string): the model's own JSON error says more.
-	if err != nil || !json.Valid([]byte(fixed)) || jsonKind(fixed) != "object" {
-		return "", false, fmt.Errorf("JSON parse error: %v", strict)
+	env = nil
+	if err != nil || json.Unmarshal([]byte(fixed), &env) != nil || env == nil {
+		return "", nil, false, fmt.Errorf("JSON parse error: %v", strict)
 	}
-	return strings.TrimSpace(fixed), true, nil
+	return strings.TrimSpace(fixed), env, true, nil
 }
 
 // checkShape applies the seed's parsing algorithm checks (missing phase,
