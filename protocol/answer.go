@@ -352,6 +352,13 @@ func (r *answerReader) firstCall(yield yieldFunc) error {
 	}
 	if tc, complete := r.acc.First(); complete {
 		r.called = true
+		// Text the leak scan held back (a '<' that might have begun a
+		// marker) was said before the call: it comes first.
+		if text, _ := r.leak.Flush(); text != "" {
+			if err := emit(yield, Step{Kind: StepText, Content: &text}); err != nil {
+				return err
+			}
+		}
 		call := tc // only a complete call reaches the heap
 		return emit(yield, Step{Kind: StepCall, Call: &call})
 	}

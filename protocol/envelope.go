@@ -77,8 +77,9 @@ type EnvelopeReport struct {
 	// Retries is the number of re-asks the envelope took.
 	Retries int `json:"retries"`
 	// Fallback is the keyword fallback's verdict on the answer's text when
-	// no valid envelope was forwarded.
-	Fallback []envelope.Signal `json:"fallback,omitempty"`
+	// no valid envelope was forwarded (empty when no keyword matched);
+	// null when one was.
+	Fallback []envelope.Signal `json:"fallback"`
 }
 
 // envelopeRun is the envelope state of one request.
@@ -91,9 +92,12 @@ type envelopeRun struct {
 	// said is the content of the answer being read, up to MaxEnvelopeBytes,
 	// for the keyword fallback.
 	said strings.Builder
-	// report is the verdict so far; nil until an envelope was judged or
-	// the answer ended.
+	// report is the verdict on the answer being read; nil until an
+	// envelope was judged or the answer ended.
 	report *EnvelopeReport
+	// dropping: the open envelope outgrew MaxEnvelopeBytes with no re-ask
+	// left, and is discarded up to its end delimiter.
+	dropping bool
 }
 
 func newEnvelopeRun(mode EnvelopeMode, set *envelope.Set, max int) *envelopeRun {
@@ -129,10 +133,13 @@ func (e *envelopeRun) keep(content string) {
 	}
 }
 
-// reset starts the next answer.
+// reset starts the next answer: the rule applies to each answer, so the
+// verdict on an earlier one (refused for its tool call, say) does not
+// stand for the next.
 func (e *envelopeRun) reset() {
 	e.scan = envelope.Scanner{}
 	e.said.Reset()
+	e.report, e.dropping = nil, false
 }
 
 // say writes the model's content through the envelope scan: text outside
@@ -150,14 +157,26 @@ func (r *guardRun) say(ctx context.Context, a *upstreamAnswer, content string) (
 			}
 			continue
 		}
+		if r.env.dropping {
+			r.env.dropping = false // the end of an envelope given up on
+			continue
+		}
 		if ref, done, err := r.judgeEnvelope(ctx, a, p.Text); done || err != nil {
 			return ref, done, err
 		}
 	}
-	if r.env.scan.Held() > MaxEnvelopeBytes {
-		r.env.scan = envelope.Scanner{}
-		return r.envelopeFailed(ctx, a, envelope.Result{
-			Errors: []string{fmt.Sprintf("the envelope is over %d bytes without its end delimiter %s", MaxEnvelopeBytes, envelope.EndDelimiter)}})
+	switch {
+	case r.env.dropping:
+		r.env.scan.Discard()
+	case r.env.scan.Held() > MaxEnvelopeBytes:
+		ref, done, err := r.envelopeFailed(ctx, a, envelope.Result{
+			Errors: []string{fmt.Sprintf("the envelope is over %d bytes without its end delimiter %s", MaxEnvelopeBytes, envelope.EndDelimiter)}}, false)
+		if ref == nil && err == nil {
+			// No re-ask left: the envelope is dropped up to its end.
+			r.env.dropping = true
+			r.env.scan.Discard()
+		}
+		return ref, done, err
 	}
 	return nil, false, nil
 }
@@ -168,7 +187,7 @@ func (r *guardRun) say(ctx context.Context, a *upstreamAnswer, content string) (
 func (r *guardRun) judgeEnvelope(ctx context.Context, a *upstreamAnswer, body string) (*refusal, bool, error) {
 	res := r.env.set.Judge(body)
 	if !res.Valid {
-		return r.envelopeFailed(ctx, a, res)
+		return r.envelopeFailed(ctx, a, res, false)
 	}
 	outcome := envelopeValid
 	text := envelope.StartDelimiter + body + envelope.EndDelimiter
@@ -183,14 +202,19 @@ func (r *guardRun) judgeEnvelope(ctx context.Context, a *upstreamAnswer, body st
 
 // envelopeAtEnd settles the envelope rule when the answer finished
 // without a tool call: held text goes out, an open envelope is invalid,
-// and a missing one is asked again when required.
+// and a missing one is asked again when required. A re-ask decided here
+// is returned with done false: the answer is read on to its usage, which
+// follows the finish, and the refusal is the caller's at its end.
 func (r *guardRun) envelopeAtEnd(ctx context.Context, a *upstreamAnswer) (*refusal, bool, error) {
 	if r.env == nil {
 		return nil, false, nil
 	}
 	parts, err := r.env.scan.Flush()
+	if r.env.dropping {
+		return nil, false, nil // reported when it was given up on
+	}
 	if errors.Is(err, envelope.ErrUnterminated) {
-		return r.envelopeFailed(ctx, a, envelope.Result{Errors: []string{"missing end delimiter " + envelope.EndDelimiter}})
+		return r.envelopeFailed(ctx, a, envelope.Result{Errors: []string{"missing end delimiter " + envelope.EndDelimiter}}, true)
 	}
 	for _, p := range parts {
 		if err := r.writeContent(p.Text); err != nil {
@@ -202,9 +226,9 @@ func (r *guardRun) envelopeAtEnd(ctx context.Context, a *upstreamAnswer) (*refus
 	}
 	missing := envelope.Result{Errors: []string{"missing start delimiter " + envelope.StartDelimiter}}
 	if r.env.mode == EnvelopeRequired {
-		return r.envelopeFailed(ctx, a, missing)
+		return r.envelopeFailed(ctx, a, missing, true)
 	}
-	r.env.report = &EnvelopeReport{Errors: missing.Errors, Fallback: envelope.Fallback(r.env.said.String())}
+	r.env.report = &EnvelopeReport{Errors: missing.Errors, Fallback: r.env.fallback()}
 	r.countEnvelope(ctx, "", envelopeMissing, "")
 	return nil, false, nil
 }
@@ -213,11 +237,16 @@ func (r *guardRun) envelopeAtEnd(ctx context.Context, a *upstreamAnswer) (*refus
 // budget allows: the answer is closed and nothing of the envelope reached
 // the client. With the budget spent, the envelope stays held back and the
 // report carries its errors and the keyword fallback's verdict.
-func (r *guardRun) envelopeFailed(ctx context.Context, a *upstreamAnswer, res envelope.Result) (*refusal, bool, error) {
+//
+// atFinish is whether the answer has finished: it is then read on to its
+// usage rather than closed, and the refusal returned with done false.
+func (r *guardRun) envelopeFailed(ctx context.Context, a *upstreamAnswer, res envelope.Result, atFinish bool) (*refusal, bool, error) {
 	if r.env.retries < r.env.max {
-		a.close()
-		if a.usage == nil {
-			r.s.estimateUsage(a.req, a.prompt, string(a.rd.gen))
+		if !atFinish {
+			a.close()
+			if a.usage == nil {
+				r.s.estimateUsage(a.req, a.prompt, string(a.rd.gen))
+			}
 		}
 		r.countEnvelope(ctx, res.Phase, envelopeRetried, strings.Join(res.Errors, "; "))
 		content, reasoning, err := a.rd.saidText()
@@ -229,9 +258,9 @@ func (r *guardRun) envelopeFailed(ctx context.Context, a *upstreamAnswer, res en
 			return nil, false, err
 		}
 		ref.envelope = &res
-		return ref, true, nil
+		return ref, !atFinish, nil
 	}
-	signals := envelope.Fallback(r.env.said.String())
+	signals := r.env.fallback()
 	outcome := envelopeInvalid
 	if len(signals) > 0 {
 		outcome = envelopeFallback
@@ -239,6 +268,15 @@ func (r *guardRun) envelopeFailed(ctx context.Context, a *upstreamAnswer, res en
 	r.env.report = &EnvelopeReport{Phase: res.Phase, Found: res.Found, Errors: res.Errors, Retries: r.env.retries, Fallback: signals}
 	r.countEnvelope(ctx, res.Phase, outcome, strings.Join(res.Errors, "; "))
 	return nil, false, nil
+}
+
+// fallback is the keyword fallback's verdict on the answer's content: an
+// empty list when nothing matched.
+func (e *envelopeRun) fallback() []envelope.Signal {
+	if s := envelope.Fallback(e.said.String()); s != nil {
+		return s
+	}
+	return []envelope.Signal{}
 }
 
 // countEnvelope counts and traces one verdict. The phase label is a phase
@@ -266,13 +304,44 @@ func (r *guardRun) reask(ref *refusal) error {
 	if len(ref.envelope.Errors) > 0 {
 		// Without the delimiters: the client's own parser must not find
 		// an envelope in the notice line.
-		first = strings.TrimSpace(delimiters.Replace(ref.envelope.Errors[0]))
+		first = strings.TrimSpace(withoutDelimiters(ref.envelope.Errors[0]))
 	}
 	shown := fmt.Sprintf("The orchestrator envelope could not be used (%s); asking the model again (%d of %d).", first, r.env.retries, r.env.max)
 	return r.notice(r.env.set.Notice(*ref.envelope, ""), shown)
 }
 
 var delimiters = strings.NewReplacer(envelope.StartDelimiter, "", envelope.EndDelimiter, "")
+
+// withoutDelimiters removes the delimiters from s until none is left: one
+// pass would make one of a delimiter wrapped around another.
+func withoutDelimiters(s string) string {
+	for strings.Contains(s, envelope.StartDelimiter) || strings.Contains(s, envelope.EndDelimiter) {
+		s = delimiters.Replace(s)
+	}
+	return s
+}
+
+// dropHeld gives up what the envelope scan holds when the answer ends in a
+// forwarded tool call: a held tail that is no delimiter goes out, an open
+// envelope is counted invalid and never shown.
+func (r *guardRun) dropHeld(ctx context.Context) error {
+	if r.env == nil {
+		return nil
+	}
+	parts, err := r.env.scan.Flush()
+	if errors.Is(err, envelope.ErrUnterminated) {
+		if !r.env.dropping {
+			r.countEnvelope(ctx, "", envelopeInvalid, "missing end delimiter before a tool call")
+		}
+		return nil
+	}
+	for _, p := range parts {
+		if err := r.writeContent(p.Text); err != nil {
+			return err
+		}
+	}
+	return nil
+}
 
 // withEnvelope adds the envelope report to the phase metadata.
 func (r *guardRun) withEnvelope(ext []byte) []byte {

@@ -278,3 +278,65 @@ func counterValue(t *testing.T, reg *prometheus.Registry, name string, labels ..
 	t.Fatalf("no %s%v", name, labels)
 	return 0
 }
+
+// An envelope that outgrows the bound with no re-ask left is dropped up to
+// its end delimiter: none of it reaches the client, the text after it does.
+func TestEnvelopeOversizeIsDropped(t *testing.T) {
+	pieces := []string{"x ", envStart, `{"phase":"analysis","data":{"summary":"`}
+	for range protocol.MaxEnvelopeBytes/1024 + 10 {
+		pieces = append(pieces, strings.Repeat("y", 1024))
+	}
+	pieces = append(pieces, `","recommended_splits":1}}`, envEnd, " bye")
+	a, _ := runEnvelope(t, protocol.EnvelopeRequired, 0, nil, textReply(pieces...))
+	if a.content != "x  bye" {
+		t.Errorf("content = %.80q (%d bytes), want only the text around the envelope", a.content, len(a.content))
+	}
+	if r := envelopeReport(t, a); r == nil || r.Valid || len(r.Errors) != 1 || !strings.Contains(r.Errors[0], "over 262144 bytes") {
+		t.Errorf("envelope report = %+v, want invalid, over the bound", r)
+	}
+}
+
+// A re-ask decided at the finish reads the answer on to its usage: the
+// client's usage is what the upstream reported for both calls.
+func TestEnvelopeReaskAtFinishKeepsReportedUsage(t *testing.T) {
+	a, u := runEnvelope(t, protocol.EnvelopeRequired, 2, nil, textReply("no envelope here"), textReply(envStart+validAnalysis+envEnd))
+	if got := u.response(t, 0); got.read != got.total {
+		t.Errorf("the first answer was read %d of %d events, want to its end", got.read, got.total)
+	}
+	if len(a.usage) != 1 {
+		t.Fatalf("usage chunks = %d, want 1", len(a.usage))
+	}
+	if got := usageMap(t, a.usage[0]); got["prompt_tokens"] != 20.0 || got["completion_tokens"] != 10.0 {
+		t.Errorf("usage = %v, want the two reported usages summed (20 and 10)", got)
+	}
+	if last := a.chunks[len(a.chunks)-1]; last.Ext == nil || last.Ext.UsageEstimated {
+		t.Errorf("usage marked estimated: %s", last.raw)
+	}
+}
+
+// The rule applies to each answer: a valid envelope in an answer whose
+// tool call was refused does not stand for the next answer.
+func TestEnvelopeVerdictIsPerAnswer(t *testing.T) {
+	dup := streamReply(stream().Role().Content(envStart+validAnalysis+envEnd).
+		ToolCall(0, "call_2", "read_file", `{"path":"a.go"}`).Finish("tool_calls").Usage(10, 5, nil).Done())
+	u := newUpstream(t, dup, textReply("plain"), textReply(envStart+validAnalysis+envEnd))
+	g := protocol.NewTwoStage(protocol.TwoStageConfig{MaxEnvelopeRetries: 2}, nil)
+	req := newRequest(t, true, history(ran("call_1", "read_file", `{"path":"a.go"}`)), "")
+	a := read(t, run(t, g, exchange(req, u, protocol.Limits{Envelope: protocol.EnvelopeRequired})))
+	if n := len(u.sent()); n != 3 {
+		t.Errorf("upstream calls = %d, want 3: refused call, missing envelope asked again, valid", n)
+	}
+	if r := envelopeReport(t, a); r == nil || !r.Valid || r.Retries != 1 {
+		t.Errorf("envelope report = %+v, want valid after 1 retry", r)
+	}
+	u.checkClosed(t)
+}
+
+// Text the scan holds when a call is forwarded goes out before the call.
+func TestEnvelopeHeldTextBeforeToolCall(t *testing.T) {
+	call := streamReply(stream().Role().Content("see a <<").ToolCall(0, "call_1", "read_file", `{"path":"a.go"}`).Finish("tool_calls").Done())
+	a, _ := runEnvelope(t, protocol.EnvelopeOptional, 2, nil, call)
+	if a.content != "see a <<" || len(a.calls) != 1 {
+		t.Errorf("content = %q, calls = %d; want the held text, then the call", a.content, len(a.calls))
+	}
+}

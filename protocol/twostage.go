@@ -494,7 +494,13 @@ func (r *guardRun) open(ctx context.Context, req *chat.Request, p Prompt) (*upst
 // read is the guard's loop over the steps of one answer. It reports retry
 // when the answer ended transiently unseen.
 func (r *guardRun) read(ctx context.Context, a *upstreamAnswer, final bool) (ref *refusal, retry bool, err error) {
+	// pending is an envelope re-ask decided at the finish: the answer is
+	// read on to its usage first.
+	var pending *refusal
 	for st, err := range a.rd.steps(a.resp.Events) {
+		if err != nil && pending != nil {
+			return r.reaskAfterFinish(a, pending)
+		}
 		if err != nil {
 			// The proxy's transport reports a connection cut as a read
 			// error wrapping ErrTruncated: as transient as a clean end
@@ -525,7 +531,13 @@ func (r *guardRun) read(ctx context.Context, a *upstreamAnswer, final bool) (ref
 			ref, done, err = r.onLeak(ctx, a, st.Leak, final)
 		case StepFinish:
 			ref, retry, done, err = r.onFinish(ctx, a, st, final)
+			if ref != nil && !done && err == nil {
+				pending, ref = ref, nil
+			}
 		case StepEnd:
+			if pending != nil {
+				return r.reaskAfterFinish(a, pending)
+			}
 			return r.onEnd(ctx, a, st)
 		}
 		if err != nil || done || retry {
@@ -533,6 +545,16 @@ func (r *guardRun) read(ctx context.Context, a *upstreamAnswer, final bool) (ref
 		}
 	}
 	return nil, false, nil
+}
+
+// reaskAfterFinish returns the envelope re-ask decided at the finish,
+// once the answer was read to its end (or its usage estimated when the
+// end never came).
+func (r *guardRun) reaskAfterFinish(a *upstreamAnswer, ref *refusal) (*refusal, bool, error) {
+	if a.usage == nil {
+		r.s.estimateUsage(a.req, a.prompt, string(a.rd.gen))
+	}
+	return ref, false, nil
 }
 
 // text writes a text step: byte for byte with the phase metadata added
@@ -634,7 +656,7 @@ func (r *guardRun) onFinish(ctx context.Context, a *upstreamAnswer, st Step, fin
 			return ref, false, done, err
 		}
 	}
-	if ref, done, err = r.envelopeAtEnd(ctx, a); done || err != nil {
+	if ref, done, err = r.envelopeAtEnd(ctx, a); ref != nil || done || err != nil {
 		return ref, false, done, err
 	}
 	reason := st.Reason
@@ -720,6 +742,9 @@ func (r *guardRun) forward(ctx context.Context, tc chat.ToolCall) error {
 	}
 	if tc.Type == "" {
 		tc.Type = "function"
+	}
+	if err := r.dropHeld(ctx); err != nil {
+		return err
 	}
 	r.forwarded = true
 	r.setPhase(ctx, PhaseTool, "tool call forwarded")

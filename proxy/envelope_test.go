@@ -108,11 +108,13 @@ func TestEnvelopeReportAndHeader(t *testing.T) {
 		t.Errorf("without a rule: %v, envelope = %+v, want none", err, got.Phasegate.Envelope)
 	}
 
-	for _, tc := range []struct{ path, value, want string }{
-		{"/v1/chat/completions", "always", "X-Phasegate-Envelope must be optional, required or off"},
-		{"/standard/v1/chat/completions", "required", "X-Phasegate-Envelope is served by the guard"},
+	twoChoices := strings.Replace(body, `"messages"`, `"n":2,"messages"`, 1)
+	for _, tc := range []struct{ path, body, value, want string }{
+		{"/v1/chat/completions", body, "always", "X-Phasegate-Envelope must be optional, required or off"},
+		{"/standard/v1/chat/completions", body, "required", "X-Phasegate-Envelope is served by the guard"},
+		{"/v1/chat/completions", twoChoices, "required", "X-Phasegate-Envelope needs n = 1"},
 	} {
-		resp := post(t, testContext(t), gw, tc.path, body, http.Header{"X-Phasegate-Envelope": {tc.value}})
+		resp := post(t, testContext(t), gw, tc.path, tc.body, http.Header{"X-Phasegate-Envelope": {tc.value}})
 		var e struct {
 			Error struct{ Message, Type string }
 		}

@@ -356,6 +356,9 @@ func (c *chatRequest) prepare() error {
 		if c.x.Limits, err = h.limits(c.r.Header, req.Model); err != nil {
 			return err
 		}
+		if req.N > 1 && c.x.Limits.Envelope != protocol.EnvelopeOff && c.r.Header.Get("X-Phasegate-Envelope") != "" {
+			return chat.InvalidRequest("n", "header X-Phasegate-Envelope needs n = 1: the guard judges the envelope of a single choice")
+		}
 		if req.N > 1 {
 			// The guard judges one choice; several cannot be served by it.
 			c.strategy = h.standard

@@ -381,15 +381,7 @@ func readEnvelopes(n *yaml.Node, bad func(int, string, ...any)) fileEnvelopes {
 		k, v := n.Content[i], n.Content[i+1]
 		switch {
 		case k.Value == "models" && v.Kind == yaml.MappingNode:
-			for j := 0; j+1 < len(v.Content); j += 2 {
-				name, mode := v.Content[j], v.Content[j+1]
-				m, err := protocol.ParseEnvelopeMode(mode.Value)
-				if err != nil || mode.Kind != yaml.ScalarNode {
-					bad(mode.Line, "envelopes: models: %s: must be optional, required or off", name.Value)
-					continue
-				}
-				fe.rules = append(fe.rules, proxy.EnvelopeRule{Pattern: name.Value, Mode: m})
-			}
+			fe.rules = readEnvelopeRules(v, bad)
 		case k.Value == "phases" && v.Kind == yaml.MappingNode:
 			fe.phases = readPhases(v, bad)
 		case k.Value == "models" || k.Value == "phases":
@@ -401,17 +393,41 @@ func readEnvelopes(n *yaml.Node, bad func(int, string, ...any)) fileEnvelopes {
 	return fe
 }
 
+// readEnvelopeRules reads envelopes: models, in the order written.
+func readEnvelopeRules(n *yaml.Node, bad func(int, string, ...any)) []proxy.EnvelopeRule {
+	var out []proxy.EnvelopeRule
+	seen := map[string]int{}
+	for j := 0; j+1 < len(n.Content); j += 2 {
+		name, mode := n.Content[j], n.Content[j+1]
+		if first, dup := seen[name.Value]; dup {
+			bad(name.Line, "envelopes: models: %s is set twice (first on line %d)", name.Value, first)
+			continue
+		}
+		seen[name.Value] = name.Line
+		m, err := protocol.ParseEnvelopeMode(mode.Value)
+		if err != nil || mode.Kind != yaml.ScalarNode || mode.Tag == "!!null" {
+			bad(mode.Line, "envelopes: models: %s: must be optional, required or off", name.Value)
+			continue
+		}
+		out = append(out, proxy.EnvelopeRule{Pattern: name.Value, Mode: m})
+	}
+	return out
+}
+
 // readPhases reads envelopes: phases, each schema checked by compiling it.
 func readPhases(n *yaml.Node, bad func(int, string, ...any)) map[envelope.Phase][]byte {
 	out := map[envelope.Phase][]byte{}
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		name, schema := n.Content[i], n.Content[i+1]
-		var doc any
-		if err := schema.Decode(&doc); err != nil || schema.Kind != yaml.MappingNode {
+		if _, dup := out[envelope.Phase(name.Value)]; dup {
+			bad(name.Line, "envelopes: phases: %s is set twice", name.Value)
+			continue
+		}
+		if schema.Kind != yaml.MappingNode {
 			bad(schema.Line, "envelopes: phases: %s: must be a JSON Schema (a mapping) for the phase's data", name.Value)
 			continue
 		}
-		b, err := json.Marshal(doc)
+		b, err := json.Marshal(yamlJSON(schema))
 		if err == nil {
 			_, err = envelope.NewSet(map[envelope.Phase][]byte{envelope.Phase(name.Value): b})
 		}
@@ -422,6 +438,42 @@ func readPhases(n *yaml.Node, bad func(int, string, ...any)) map[envelope.Phase]
 		out[envelope.Phase(name.Value)] = b
 	}
 	return out
+}
+
+// yamlJSON turns a YAML node into the JSON value it spells. Scalars keep
+// YAML's reading of numbers, booleans and null, and every other scalar is
+// its text: an unquoted date stays the string it reads as, where decoding
+// into any would make it a time. Aliases are followed.
+func yamlJSON(n *yaml.Node) any {
+	switch n.Kind {
+	case yaml.DocumentNode:
+		if len(n.Content) > 0 {
+			return yamlJSON(n.Content[0])
+		}
+		return nil
+	case yaml.AliasNode:
+		return yamlJSON(n.Alias)
+	case yaml.MappingNode:
+		m := make(map[string]any, len(n.Content)/2)
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			m[n.Content[i].Value] = yamlJSON(n.Content[i+1])
+		}
+		return m
+	case yaml.SequenceNode:
+		out := make([]any, len(n.Content))
+		for i, c := range n.Content {
+			out[i] = yamlJSON(c)
+		}
+		return out
+	}
+	switch n.Tag {
+	case "!!int", "!!float", "!!bool", "!!null":
+		var v any
+		if n.Decode(&v) == nil {
+			return v
+		}
+	}
+	return n.Value
 }
 
 // fileFields returns the scalar fields of a mapping node, reporting a node

@@ -227,6 +227,8 @@ func TestInvalid(t *testing.T) {
 		{name: "bad envelope mode in the file", file: "envelopes:\n  models:\n    orch-*: always\n", wantIn: ":4: envelopes: models: orch-*: must be optional, required or off"},
 		{name: "unknown envelopes key", file: "envelopes:\n  phase:\n    x: {}\n", wantIn: ":3: envelopes: unknown key phase; did you mean phases?"},
 		{name: "bad phase schema", file: "envelopes:\n  phases:\n    review:\n      type: nosuchtype\n", wantIn: ":5: envelopes: phases: review: compile the schema of phase review"},
+		{name: "empty envelope mode", file: "envelopes:\n  models:\n    orch-*:\n", wantIn: ":4: envelopes: models: orch-*: must be optional, required or off"},
+		{name: "envelope rule twice", file: "envelopes:\n  models:\n    orch: required\n    orch: optional\n", wantIn: ":5: envelopes: models: orch is set twice (first on line 4)"},
 		{name: "negative envelope retries", env: map[string]string{"MAX_ENVELOPE_RETRIES": "-1"}, wantIn: "MAX_ENVELOPE_RETRIES=-1: must be a whole number of 0 or more"},
 	}
 	for _, tt := range tests {
@@ -280,6 +282,8 @@ envelopes:
       required: [verdict]
       properties:
         verdict: {enum: [approve, reject]}
+        since: {const: 2024-01-01}
+        score: {type: number, maximum: 1.5}
 `)
 	o, err := parseOptions(serveCommand, []string{"--config", file}, env(nil), &strings.Builder{})
 	if err != nil {
@@ -295,8 +299,11 @@ envelopes:
 	if o.envelopes == nil {
 		t.Fatal("no phases read")
 	}
-	if r := o.envelopes.Judge(`{"phase":"review","data":{"verdict":"approve"}}`); !r.Valid {
-		t.Errorf("a review envelope judged %+v, want valid", r)
+	if r := o.envelopes.Judge(`{"phase":"review","data":{"verdict":"approve","since":"2024-01-01","score":1.5}}`); !r.Valid {
+		t.Errorf("a review envelope judged %+v, want valid (an unquoted YAML date is the string it reads as)", r)
+	}
+	if r := o.envelopes.Judge(`{"phase":"review","data":{"verdict":"approve","score":2}}`); r.Valid {
+		t.Error("a score over the schema's maximum judged valid")
 	}
 	if r := o.envelopes.Judge(`{"phase":"review","data":{"verdict":"later"}}`); r.Valid {
 		t.Error("a review envelope with a bad verdict judged valid")

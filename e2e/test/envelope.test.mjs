@@ -63,7 +63,7 @@ test('a broken envelope is asked again, never shown (stream)', async () => {
   const env = onlyEnvelope(text);
   assert.equal(env.phase, 'analysis');
   assert.equal(env.data.recommended_splits, 3);
-  assert.deepEqual(report, { phase: 'analysis', found: true, valid: true, repaired: false, errors: [], retries: 1 });
+  assert.deepEqual(report, { phase: 'analysis', found: true, valid: true, repaired: false, errors: [], retries: 1, fallback: null });
 });
 
 test('a broken envelope is asked again, never shown (non-stream)', async () => {
