@@ -122,13 +122,7 @@ func (u *upstream) Send(ctx context.Context, req *chat.Request) (*protocol.Respo
 		out.Body = b
 		return out, nil
 	}
-	body2 := io.Reader(resp.Body)
-	if u.onComment != nil {
-		body2 = &commentTap{r: resp.Body, onComment: u.onComment}
-	}
-	if u.onWait != nil {
-		body2 = &waitReader{r: body2, wait: u.onWait}
-	}
+	body2 := u.tap(resp.Body)
 	ended := false // the stream reached [DONE] or the end of its body
 	out.Close = func() {
 		if ended {
@@ -298,6 +292,18 @@ func upstreamCallError(ctx context.Context, err error) error {
 		return fmt.Errorf("%w: %w", ErrFirstByteTimeout, err)
 	}
 	return fmt.Errorf("%w: %w", ErrUpstreamUnreachable, err)
+}
+
+// tap wraps a stream's body with the comment tap and the wait hook, where
+// set.
+func (u *upstream) tap(body io.Reader) io.Reader {
+	if u.onComment != nil {
+		body = &commentTap{r: body, onComment: u.onComment}
+	}
+	if u.onWait != nil {
+		body = &waitReader{r: body, wait: u.onWait}
+	}
+	return body
 }
 
 // waitReader calls wait before every read of r.
