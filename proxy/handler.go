@@ -35,6 +35,24 @@ const (
 	ProtocolTwoStage = "two-stage"
 )
 
+// protocolDefault is the protocol of /v1/chat/completions: the configured
+// default, except that a request the guard has nothing to judge in is
+// passed through (see needsGuard).
+const protocolDefault = ""
+
+// EnvelopeHeader marks a request that carries an orchestrator envelope:
+// the guard serves it on /v1 even when it declares no tools.
+const EnvelopeHeader = "X-Phasegate-Envelope"
+
+// needsGuard reports whether a request to /v1 has anything for the guard
+// to judge: tools it may call, or an orchestrator envelope. Any other
+// request is served by the standard protocol, byte for byte as the
+// upstream answered. The repairs for DeepSeek's thinking mode are made in
+// prepare, whichever protocol serves.
+func needsGuard(r *http.Request, req *chat.Request) bool {
+	return len(req.Tools) > 0 || r.Header.Get(EnvelopeHeader) != ""
+}
+
 // Options are the parts of a Handler that are not plain settings.
 type Options struct {
 	// Logger receives one line per request and every failure; nil discards.
@@ -171,7 +189,7 @@ func (h *Handler) routes() *gin.Engine {
 	e.RedirectTrailingSlash = false
 	e.Use(h.requestID, h.recover, h.limitHeaders)
 	for _, slash := range []string{"", "/"} {
-		e.POST("/v1/chat/completions"+slash, h.authorize, func(c *gin.Context) { h.serveChat(c.Writer, c.Request, h.deflt) })
+		e.POST("/v1/chat/completions"+slash, h.authorize, func(c *gin.Context) { h.serveChat(c.Writer, c.Request, protocolDefault) })
 		e.POST("/standard/v1/chat/completions"+slash, h.authorize, func(c *gin.Context) { h.serveChat(c.Writer, c.Request, ProtocolStandard) })
 		e.POST("/two-stage/v1/chat/completions"+slash, h.authorize, func(c *gin.Context) { h.serveChat(c.Writer, c.Request, ProtocolTwoStage) })
 		// An SDK pointed at a protocol route asks that route for its
@@ -257,22 +275,25 @@ func (h *Handler) serveChat(w http.ResponseWriter, r *http.Request, proto string
 	if !c.pick(proto) {
 		return
 	}
-	started := h.metrics.RequestStarted(c.strategy.Name())
 	ctx := r.Context()
 	if h.otel != nil {
 		ctx = c.startTrace(ctx)
-	}
-	done := func(o metrics.Outcome, err error) {
-		c.trace.end(o, err)
-		started(o)
 	}
 	if d := h.cfg.Timeouts.Request; d > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeoutCause(ctx, d, ErrRequestTimeout)
 		defer cancel()
 	}
-	if err := c.prepare(); err != nil {
-		done(c.fail(err), err)
+	// Counted once prepared, under the protocol that serves it: the
+	// request itself decides whether /v1 guards it.
+	perr := c.prepare()
+	started := h.metrics.RequestStarted(c.strategy.Name())
+	done := func(o metrics.Outcome, err error) {
+		c.trace.end(o, err)
+		started(o)
+	}
+	if perr != nil {
+		done(c.fail(perr), perr)
 		return
 	}
 	c.trace.prepared(c.provider.Name, c.x.Request.Model, c.strategy.Name())
@@ -295,6 +316,8 @@ type chatRequest struct {
 	id       string
 	log      *slog.Logger
 	strategy protocol.Strategy
+	// auto: the route is /v1, whose protocol the request decides.
+	auto     bool
 	provider *Provider
 	x        *protocol.Exchange
 	// reasoning remembers the reasoning of the response's tool calls for
@@ -314,6 +337,9 @@ type chatRequest struct {
 // it answered.
 func (c *chatRequest) pick(proto string) bool {
 	c.strategy = c.h.standard
+	if proto == protocolDefault {
+		c.auto, proto = true, c.h.deflt
+	}
 	if proto != ProtocolTwoStage {
 		return true
 	}
@@ -345,6 +371,9 @@ func (c *chatRequest) prepare() error {
 		return err
 	}
 	c.provider = h.cfg.provider(req.Model)
+	if c.auto && c.strategy.Name() == ProtocolTwoStage && !needsGuard(c.r, req) {
+		c.strategy = h.standard
+	}
 	c.log = c.log.With("model", req.Model, "provider", c.provider.Name, "protocol", c.strategy.Name(), "stream", req.Stream)
 	c.w.Header().Set("X-Phasegate-Protocol", c.strategy.Name())
 	c.w.Header().Set("X-Phasegate-Provider", c.provider.Name)
@@ -411,7 +440,9 @@ func (c *chatRequest) serve(ctx context.Context) metrics.Outcome {
 	h := c.h
 	var out sink
 	if c.x.Request.Stream {
-		out = &streamSink{w: newSSEWriter(c.w)}
+		sw := newSSEWriter(c.w)
+		sw.coalesce = true // the upstream's onWait flushes
+		out = &streamSink{w: sw}
 	} else {
 		out = &jsonSink{w: c.w}
 	}
@@ -419,6 +450,7 @@ func (c *chatRequest) serve(ctx context.Context) metrics.Outcome {
 		tokens: h.tokens, learn: !c.provider.Simulated, trace: c.trace}
 	c.x.Upstream = c.upstream(c.provider, out)
 	c.x.Fallback = c.fallback(out)
+	defer func() { _ = out.flush() }() // whatever ended the response
 	status, err := c.pump(ctx, c.strategy, out)
 	if f := protocol.Classify(err); err != nil && f.Guard && !out.committed() {
 		c.log.Error("guard failed; serving through the standard protocol", "error", err)
@@ -466,6 +498,7 @@ func (c *chatRequest) upstream(p *Provider, out sink) protocol.Upstream {
 		header:     forwardHeader(c.r.Header),
 		requestID:  c.id,
 		onComment:  func(line []byte) { _ = out.comment(line) },
+		onWait:     func() { _ = out.flush() }, // a failed write fails the next event's
 	}}
 }
 

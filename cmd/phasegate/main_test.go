@@ -563,13 +563,15 @@ func TestRunFails(t *testing.T) {
 
 // TestRunClientKeys: PHASEGATE_API_KEYS gates the gateway: without one of
 // its keys a request gets a 401, with one the simulated model answers, a
-// key's project is the request's, and no key reaches the log.
+// key's project is the request's (the guard signs calls with it, so the
+// request declares a tool), and no key reaches the log.
 func TestRunClientKeys(t *testing.T) {
 	const key, projectKey = "pg-test-key-alpha", "pg-test-key-beta"
 	g := start(t, nil, map[string]string{"PHASEGATE_API_KEYS": key + ", " + projectKey + ":proj-beta"})
 	ask := func(auth string) *http.Response {
 		req, err := http.NewRequest(http.MethodPost, g.url+"/v1/chat/completions",
-			strings.NewReader(`{"model":"phasegate-sim","messages":[{"role":"user","content":"hi"}]}`))
+			strings.NewReader(`{"model":"phasegate-sim","messages":[{"role":"user","content":"hi"}],`+
+				`"tools":[{"type":"function","function":{"name":"read_file","parameters":{"type":"object"}}}]}`))
 		if err != nil {
 			t.Fatal(err)
 		}
