@@ -4,12 +4,11 @@
 //
 // # Counting
 //
-// Counts are tiktoken's: the package's own byte-pair counter (bpe.go) reads
-// the BPE files compiled into the binary (tiktoken-go-loader), so nothing
-// touches the network or a cache directory and the gateway starts offline.
-// An encoding is loaded when it first counts, and holds only what counting
-// needs (about 8 MB for o200k_base, where tiktoken-go held 22); every count
-// is checked against tiktoken-go's in the tests. Messages are
+// Counts come from tiktoken (github.com/pkoukk/tiktoken-go) with the BPE
+// files compiled into the binary (tiktoken-go-loader): nothing touches the
+// network or a cache directory, so the gateway starts offline. An encoding
+// is loaded when it first counts, once per process, so a gateway whose
+// requests need one encoding, or none, holds only that. Messages are
 // framed as OpenAI's cookbook "How to count tokens with tiktoken" documents
 // (https://cookbook.openai.com/examples/how_to_count_tokens_with_tiktoken):
 // 3 tokens per message plus the tokens of each of its string fields, 1 more
