@@ -45,12 +45,18 @@ const protocolDefault = ""
 const EnvelopeHeader = "X-Phasegate-Envelope"
 
 // needsGuard reports whether a request to /v1 has anything for the guard
-// to judge: tools it may call, or an orchestrator envelope. Any other
-// request is served by the standard protocol, byte for byte as the
-// upstream answered. The repairs for DeepSeek's thinking mode are made in
-// prepare, whichever protocol serves.
-func needsGuard(r *http.Request, req *chat.Request) bool {
-	return len(req.Tools) > 0 || r.Header.Get(EnvelopeHeader) != ""
+// to judge: tools it may call, or an orchestrator envelope (asked for by
+// the header or by a rule for its model; a header the guard cannot read
+// goes to the guard, which answers it). Any other request is served by
+// the standard protocol, byte for byte as the upstream answered. The
+// repairs for DeepSeek's thinking mode are made in prepare, whichever
+// protocol serves.
+func (h *Handler) needsGuard(r *http.Request, req *chat.Request) bool {
+	if len(req.Tools) > 0 {
+		return true
+	}
+	mode, err := h.envelopeMode(r.Header, req.Model)
+	return err != nil || mode != protocol.EnvelopeOff
 }
 
 // Options are the parts of a Handler that are not plain settings.
@@ -371,21 +377,21 @@ func (c *chatRequest) prepare() error {
 		return err
 	}
 	c.provider = h.cfg.provider(req.Model)
-	if c.auto && c.strategy.Name() == ProtocolTwoStage && !needsGuard(c.r, req) {
+	if c.auto && c.strategy.Name() == ProtocolTwoStage && !h.needsGuard(c.r, req) {
 		c.strategy = h.standard
 	}
 	c.log = c.log.With("model", req.Model, "provider", c.provider.Name, "protocol", c.strategy.Name(), "stream", req.Stream)
 	c.w.Header().Set("X-Phasegate-Protocol", c.strategy.Name())
 	c.w.Header().Set("X-Phasegate-Provider", c.provider.Name)
 	c.x = &protocol.Exchange{Request: req, RequestID: c.id, ProjectID: c.r.Header.Get("X-Project-Id"), History: req.Messages, Retry: h.cfg.Retry}
-	if c.strategy.Name() != ProtocolTwoStage && c.r.Header.Get("X-Phasegate-Envelope") != "" {
+	if mode, err := protocol.ParseEnvelopeMode(c.r.Header.Get(EnvelopeHeader)); c.strategy.Name() != ProtocolTwoStage && (err != nil || mode != protocol.EnvelopeOff) {
 		return chat.InvalidRequest("", "header X-Phasegate-Envelope is served by the guard (/v1/chat/completions or /two-stage/v1/chat/completions); this route passes answers through as they are")
 	}
 	if c.strategy.Name() == ProtocolTwoStage {
 		if c.x.Limits, err = h.limits(c.r.Header, req.Model); err != nil {
 			return err
 		}
-		if req.N > 1 && c.x.Limits.Envelope != protocol.EnvelopeOff && c.r.Header.Get("X-Phasegate-Envelope") != "" {
+		if req.N > 1 && c.x.Limits.Envelope != protocol.EnvelopeOff && c.r.Header.Get(EnvelopeHeader) != "" {
 			return chat.InvalidRequest("n", "header X-Phasegate-Envelope needs n = 1: the guard judges the envelope of a single choice")
 		}
 		if req.N > 1 {
@@ -642,7 +648,7 @@ func (h *Handler) limits(hdr http.Header, model string) (protocol.Limits, error)
 // envelopeMode is the request's X-Phasegate-Envelope header, else the
 // rule configured for its model.
 func (h *Handler) envelopeMode(hdr http.Header, model string) (protocol.EnvelopeMode, error) {
-	if v := hdr.Get("X-Phasegate-Envelope"); v != "" {
+	if v := hdr.Get(EnvelopeHeader); v != "" {
 		m, err := protocol.ParseEnvelopeMode(v)
 		if err != nil {
 			return m, chat.InvalidRequest("", "header X-Phasegate-Envelope %s", err)

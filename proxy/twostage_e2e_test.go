@@ -653,7 +653,7 @@ func TestTwoStageE2EOneCallPerResponse(t *testing.T) {
 func TestTwoStageE2ERoutes(t *testing.T) {
 	t.Parallel()
 	answer := sim.NewStream(tsModel).Role().Content("hi").Finish("stop").Done()
-	envelope := http.Header{proxy.EnvelopeHeader: {"1"}}
+	envelope := http.Header{proxy.EnvelopeHeader: {"optional"}}
 	tests := []struct {
 		name         string
 		guard        bool
@@ -669,6 +669,7 @@ func TestTwoStageE2ERoutes(t *testing.T) {
 		{name: "default route with tools", guard: true, path: "/v1", tools: true, wantStatus: http.StatusOK, wantProtocol: proxy.ProtocolTwoStage},
 		{name: "default route without tools", guard: true, path: "/v1", wantStatus: http.StatusOK, wantProtocol: proxy.ProtocolStandard},
 		{name: "default route with an envelope", guard: true, path: "/v1", header: envelope, wantStatus: http.StatusOK, wantProtocol: proxy.ProtocolTwoStage},
+		{name: "default route with envelopes off", guard: true, path: "/v1", header: http.Header{proxy.EnvelopeHeader: {"off"}}, wantStatus: http.StatusOK, wantProtocol: proxy.ProtocolStandard},
 		{name: "standard route", guard: true, path: "/standard/v1", tools: true, wantStatus: http.StatusOK, wantProtocol: proxy.ProtocolStandard},
 	}
 	for _, tt := range tests {
