@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"sort"
 	"strings"
 	"sync"
@@ -21,7 +22,16 @@ import (
 	"github.com/phasegate/phasegate/sim"
 )
 
+// runMainEnv, set to 1, makes the test binary run the gateway's main
+// instead of the tests: TestProcessShutdown starts it so, as a process of
+// its own, and signals it.
+const runMainEnv = "PHASEGATE_TEST_RUN_MAIN"
+
 func TestMain(m *testing.M) {
+	if os.Getenv(runMainEnv) == "1" {
+		main() // exits 1 on error
+		os.Exit(0)
+	}
 	// TestRunReadHeaderTimeout waits this long; the gateway's own is 10s.
 	readHeaderTimeout = time.Second
 	goleak.VerifyTestMain(m)
