@@ -125,9 +125,6 @@ func (e *envelopeRun) passes(content string) bool {
 }
 
 func (e *envelopeRun) keep(content string) {
-	if e.said.Cap() == 0 {
-		e.said.Grow(4 << 10) // most answers are shorter: one allocation
-	}
 	if n := MaxEnvelopeBytes - e.said.Len(); n > 0 {
 		e.said.WriteString(content[:min(n, len(content))])
 	}
@@ -144,13 +141,21 @@ func (e *envelopeRun) reset() {
 
 // say writes the model's content through the envelope scan: text outside
 // an envelope goes out at once, an envelope once it is complete and
-// judged. It returns a refusal when an envelope must be asked again.
-func (r *guardRun) say(ctx context.Context, a *upstreamAnswer, content string) (*refusal, bool, error) {
+// judged. It returns a refusal when an envelope must be asked again. raw,
+// when set, is the upstream chunk that carried content and nothing else:
+// when the scan gives the content back whole, the chunk goes out as it
+// came rather than rebuilt.
+func (r *guardRun) say(ctx context.Context, a *upstreamAnswer, content string, raw []byte) (*refusal, bool, error) {
 	if r.env == nil {
 		return nil, false, r.writeContent(content)
 	}
 	r.env.keep(content)
-	for _, p := range r.env.scan.Feed(content) {
+	parts := r.env.scan.Feed(content)
+	if raw != nil && len(parts) == 1 && !parts[0].Envelope && len(parts[0].Text) == len(content) {
+		r.roleSent, r.afterNotice = true, false
+		return nil, false, r.s.emit(Event{Kind: KindChunk, Data: raw, Ext: r.ext})
+	}
+	for _, p := range parts {
 		if !p.Envelope {
 			if err := r.writeContent(p.Text); err != nil {
 				return nil, false, err

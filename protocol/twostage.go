@@ -580,12 +580,16 @@ func (r *guardRun) text(ctx context.Context, a *upstreamAnswer, st Step) (*refus
 	} else if st.Thought != "" {
 		reasoning = &st.Thought
 	}
+	var raw []byte
+	if st.Raw && reasoning == nil {
+		raw = st.Data
+	}
 	if reasoning != nil {
 		if err := r.writeDelta(chat.OutDelta{ReasoningContent: reasoning}); err != nil {
 			return nil, false, err
 		}
 	}
-	return r.say(ctx, a, content)
+	return r.say(ctx, a, content, raw)
 }
 
 // onCall judges the first complete native call; the forced final answer
@@ -642,7 +646,7 @@ func (r *guardRun) onFinish(ctx context.Context, a *upstreamAnswer, st Step, fin
 		}
 	}
 	if st.Content != nil {
-		if ref, done, err = r.say(ctx, a, *st.Content); done || err != nil {
+		if ref, done, err = r.say(ctx, a, *st.Content, nil); done || err != nil {
 			return ref, false, done, err
 		}
 	}
