@@ -2,6 +2,7 @@ package envelope
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 
@@ -56,6 +57,25 @@ func FuzzJudge(f *testing.F) {
 			if p := Parse(StartDelimiter + body + EndDelimiter); !cmp.Equal(r, p) {
 				t.Fatalf("Parse differs from Judge: %+v vs %+v", p, r)
 			}
+		}
+	})
+}
+
+// FuzzFallback checks that the word filter in front of the patterns never
+// changes the verdict: Fallback equals the seed's patterns alone.
+func FuzzFallback(f *testing.F) {
+	for _, s := range []string{"Analysis complete.", "task list READY", "Work\tdone", "could  not", "taſk done", "breaKdown created", "nothing"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, text string) {
+		var want []Signal
+		for _, p := range fallbackPatterns {
+			if p.re.MatchString(text) {
+				want = append(want, p.signal)
+			}
+		}
+		if got := Fallback(text); !slices.Equal(got, want) {
+			t.Fatalf("Fallback(%q) = %v, the patterns alone give %v", text, got, want)
 		}
 	})
 }

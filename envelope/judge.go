@@ -42,29 +42,29 @@ type Result struct {
 	Signals []Signal
 }
 
+// Judge judges body against the seed's phases; see Set.Judge.
+func Judge(body string) Result { return Default().Judge(body) }
+
 // Judge parses, repairs when needed, and validates an envelope body: the
 // text between the delimiters, as in a Part whose Envelope is true. It
 // never fails; what is wrong is in the Result. Safe for concurrent use.
-func Judge(body string) Result {
+func (s *Set) Judge(body string) Result {
 	r := Result{Found: true}
-	raw, repaired, err := decode(body)
+	raw, env, repaired, err := decode(body)
 	if err != nil {
 		r.Errors = []string{err.Error()}
 		return r
 	}
 	r.JSON, r.Repaired = raw, repaired
-	// A map, not a struct: keys match exactly, as in the seed's
-	// parsed.phase, where encoding/json would also take "Phase".
-	var env map[string]json.RawMessage
-	if err := json.Unmarshal([]byte(raw), &env); err != nil {
+	if env == nil {
 		r.Errors = []string{"the envelope must be a JSON object with \"phase\" and \"data\", got " + jsonKind(raw)}
 		return r
 	}
-	r.Errors = checkShape(&r, env["phase"], env["data"])
+	r.Errors = s.checkShape(&r, env["phase"], env["data"])
 	if r.Errors != nil {
 		return r
 	}
-	r.Errors = validateData(r.Phase, r.Data)
+	r.Errors = s.validateData(r.Phase, r.Data)
 	r.Valid = r.Errors == nil
 	return r
 }
@@ -76,33 +76,38 @@ func Judge(body string) Result {
 // that does not parse as written is reported as a JSON error.
 const MaxRepairBytes = 16 << 10
 
-// decode returns body as JSON: trimmed when it parses as written,
-// else repaired. The error words the model's JSON error.
-func decode(body string) (raw string, repaired bool, err error) {
+// decode returns body as JSON, trimmed when it parses as written, else
+// repaired, and its top-level fields: nil when it is JSON but not an
+// object. A map, not a struct: keys match exactly, as in the seed's
+// parsed.phase, where encoding/json would also take "Phase". The error
+// words the model's JSON error.
+func decode(body string) (raw string, env map[string]json.RawMessage, repaired bool, err error) {
 	raw = strings.TrimSpace(body)
 	if raw == "" {
-		return "", false, errors.New("the envelope is empty: write a JSON object between the delimiters")
+		return "", nil, false, errors.New("the envelope is empty: write a JSON object between the delimiters")
 	}
-	if json.Valid([]byte(raw)) {
-		return raw, false, nil
+	// One pass checks the syntax and reads the fields.
+	strict := json.Unmarshal([]byte(raw), &env)
+	var syntax *json.SyntaxError
+	if !errors.As(strict, &syntax) {
+		return raw, env, false, nil // an object, or JSON of another kind (env nil)
 	}
-	var v any
-	strict := json.Unmarshal([]byte(raw), &v) // for its error's wording
 	if len(raw) > MaxRepairBytes {
-		return "", false, fmt.Errorf("JSON parse error: %v (not repaired: over %d bytes)", strict, MaxRepairBytes)
+		return "", nil, false, fmt.Errorf("JSON parse error: %v (not repaired: over %d bytes)", strict, MaxRepairBytes)
 	}
 	fixed, err := jsonrepair.Repair(raw)
 	// A repair that is not an object guessed too much ("hello" becomes a
 	// string): the model's own JSON error says more.
-	if err != nil || !json.Valid([]byte(fixed)) || jsonKind(fixed) != "object" {
-		return "", false, fmt.Errorf("JSON parse error: %v", strict)
+	env = nil
+	if err != nil || json.Unmarshal([]byte(fixed), &env) != nil || env == nil {
+		return "", nil, false, fmt.Errorf("JSON parse error: %v", strict)
 	}
-	return strings.TrimSpace(fixed), true, nil
+	return strings.TrimSpace(fixed), env, true, nil
 }
 
 // checkShape applies the seed's parsing algorithm checks (missing phase,
 // missing data) and the phase's name, and fills r.Phase and r.Data.
-func checkShape(r *Result, phase, data json.RawMessage) []string {
+func (s *Set) checkShape(r *Result, phase, data json.RawMessage) []string {
 	var errs []string
 	var name string
 	switch {
@@ -112,8 +117,8 @@ func checkShape(r *Result, phase, data json.RawMessage) []string {
 		errs = append(errs, "phase is "+jsonKind(string(phase))+", want string")
 	default:
 		r.Phase = Phase(name)
-		if _, ok := mustPhases()[r.Phase]; !ok {
-			errs = append(errs, fmt.Sprintf("phase: value %s is not one of %s", quoteJSON(name), phaseList()))
+		if !s.Known(r.Phase) {
+			errs = append(errs, fmt.Sprintf("phase: value %s is not one of %s", quoteJSON(name), s.phaseList()))
 		}
 	}
 	switch {
@@ -128,12 +133,12 @@ func checkShape(r *Result, phase, data json.RawMessage) []string {
 }
 
 // validateData checks data against the phase's schema.
-func validateData(p Phase, data json.RawMessage) []string {
+func (s *Set) validateData(p Phase, data json.RawMessage) []string {
 	doc, err := jsonUnmarshal(data)
 	if err != nil {
 		return []string{"JSON parse error in data: " + err.Error()}
 	}
-	if err := mustPhases()[p].schema.Validate(doc); err != nil {
+	if err := s.phases[p].schema.Validate(doc); err != nil {
 		return describeValidation(err)
 	}
 	return nil
@@ -169,19 +174,22 @@ func jsonKind(raw string) string {
 	}
 }
 
-func phaseList() string {
-	q := make([]string, len(Phases))
-	for i, p := range Phases {
+func (s *Set) phaseList() string {
+	q := make([]string, len(s.names))
+	for i, p := range s.names {
 		q[i] = quoteJSON(string(p))
 	}
 	return strings.Join(q, ", ")
 }
 
+// Parse judges text against the seed's phases; see Set.Parse.
+func Parse(text string) Result { return Default().Parse(text) }
+
 // Parse judges a whole response the way the seed's parsing algorithm does:
 // the first start delimiter and the first end delimiter after it. With no
 // complete envelope, Found is false, Errors says which delimiter is
 // missing, and Signals holds the keyword fallback's matches.
-func Parse(text string) Result {
+func (s *Set) Parse(text string) Result {
 	start := strings.Index(text, StartDelimiter)
 	end := -1
 	if start >= 0 {
@@ -197,7 +205,7 @@ func Parse(text string) Result {
 	}
 	bodyStart := start + len(StartDelimiter)
 	end += bodyStart
-	r := Judge(text[bodyStart:end])
+	r := s.Judge(text[bodyStart:end])
 	r.Before = strings.TrimSpace(text[:start])
 	r.After = strings.TrimSpace(text[end+len(EndDelimiter):])
 	return r

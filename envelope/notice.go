@@ -5,12 +5,15 @@ import (
 	"strings"
 )
 
+// Notice words the re-ask against the seed's phases; see Set.Notice.
+func Notice(r Result, want Phase) string { return Default().Notice(r, want) }
+
 // Notice words the re-ask for the model after a response whose envelope
 // was missing or invalid: what was wrong (r.Errors), then the seed's
 // stricter prompt, the exact format with the fields the phase requires.
 // want is the phase the caller expects; empty uses r.Phase when it is
 // known. It returns "" when r is Valid: there is nothing to re-ask.
-func Notice(r Result, want Phase) string {
+func (s *Set) Notice(r Result, want Phase) string {
 	if r.Valid {
 		return ""
 	}
@@ -24,18 +27,18 @@ func Notice(r Result, want Phase) string {
 	}
 	b.WriteString("Answer again and include exactly one structured response in this format:\n")
 	b.WriteString(StartDelimiter + "\n")
-	fmt.Fprintf(&b, "{\"phase\": %s, \"data\": {...}}\n", phaseHint(want))
+	fmt.Fprintf(&b, "{\"phase\": %s, \"data\": {...}}\n", s.phaseHint(want))
 	b.WriteString(EndDelimiter + "\n")
-	if req := Required(want); req != nil {
+	if req := s.Required(want); req != nil {
 		fmt.Fprintf(&b, "The data of phase %q must have the fields %s.\n", want, strings.Join(req, ", "))
 	}
 	b.WriteString("Write strict JSON: double-quoted keys and strings, no trailing commas, no code fences, no comments.")
 	return b.String()
 }
 
-func phaseHint(p Phase) string {
-	if Required(p) != nil {
+func (s *Set) phaseHint(p Phase) string {
+	if s.Known(p) {
 		return quoteJSON(string(p))
 	}
-	return "one of " + phaseList()
+	return "one of " + s.phaseList()
 }

@@ -102,6 +102,13 @@ func (s *Scanner) scanInside(data string, parts *[]Part) string {
 	return ""
 }
 
+// Discard drops the body of the open envelope held so far. The scanner
+// stays inside the envelope, so its end delimiter is still found and what
+// follows is text again; the envelope Feed then returns holds only what
+// came after Discard. A caller that bounds what it holds discards an
+// envelope it has given up on.
+func (s *Scanner) Discard() { s.body.Reset() }
+
 // Flush ends the text. It returns the text still held: a tail that turned
 // out not to be a delimiter, or, with ErrUnterminated, an open envelope as
 // it was written (start delimiter and body), so that nothing is lost. The

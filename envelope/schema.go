@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -41,28 +42,81 @@ type phaseSchema struct {
 	required []string
 }
 
-// compiledPhases compiles the phase schemas once per process; a compiled
-// schema is read-only and safe for concurrent validation.
-var compiledPhases = sync.OnceValues(compilePhases)
+// Set is the phases envelopes are judged by: the seed's five, and any a
+// caller adds or redefines with NewSet. A Set is read-only once built and
+// safe for concurrent use.
+type Set struct {
+	phases map[Phase]phaseSchema
+	// names lists the phases: the seed's in its order, then the added
+	// ones sorted.
+	names []Phase
+}
 
-func compilePhases() (map[Phase]phaseSchema, error) {
-	out := make(map[Phase]phaseSchema, len(Phases))
+// defaultSet compiles the seed's phase schemas once per process.
+var defaultSet = sync.OnceValues(func() (*Set, error) { return NewSet(nil) })
+
+// Default returns the Set of the seed's five phases. The schemas are
+// embedded, so a failure to compile them is a bug in this package, caught
+// by its tests.
+func Default() *Set {
+	s, err := defaultSet()
+	if err != nil {
+		panic(err)
+	}
+	return s
+}
+
+// NewSet returns the seed's phases plus those of extra, each a JSON Schema
+// (draft 2020-12) for the envelope's "data" object; a phase of extra that
+// the seed defines replaces the seed's schema.
+func NewSet(extra map[Phase][]byte) (*Set, error) {
+	s := &Set{phases: make(map[Phase]phaseSchema, len(Phases)+len(extra))}
 	for _, p := range Phases {
 		src, err := schemaFiles.ReadFile("schemas/" + string(p) + ".json")
 		if err != nil {
 			return nil, err
 		}
-		sch, err := compileSchema(string(p), src)
-		if err != nil {
-			return nil, fmt.Errorf("compile %s schema: %w", p, err)
+		if err := s.add(p, src); err != nil {
+			return nil, err
 		}
-		var top struct{ Required []string }
-		if err := json.Unmarshal(src, &top); err != nil {
-			return nil, fmt.Errorf("read %s schema: %w", p, err)
-		}
-		out[p] = phaseSchema{schema: sch, required: top.Required}
 	}
-	return out, nil
+	s.names = slices.Clone(Phases)
+	added := slices.Sorted(maps.Keys(extra))
+	for _, p := range added {
+		if p == "" {
+			return nil, errors.New("a phase needs a name")
+		}
+		if err := s.add(p, extra[p]); err != nil {
+			return nil, err
+		}
+		if !slices.Contains(s.names, p) {
+			s.names = append(s.names, p)
+		}
+	}
+	return s, nil
+}
+
+func (s *Set) add(p Phase, src []byte) error {
+	sch, err := compileSchema(string(p), src)
+	if err != nil {
+		return fmt.Errorf("compile the schema of phase %s: %s", p, oneLine(err.Error()))
+	}
+	var top struct{ Required []string }
+	if err := json.Unmarshal(src, &top); err != nil {
+		return fmt.Errorf("read the schema of phase %s: %w", p, err)
+	}
+	s.phases[p] = phaseSchema{schema: sch, required: top.Required}
+	return nil
+}
+
+// oneLine joins the lines of the schema library's nested errors, so a
+// config error stays one line.
+func oneLine(msg string) string {
+	lines := strings.Split(msg, "\n")
+	for i, l := range lines {
+		lines[i] = strings.TrimPrefix(strings.TrimSpace(l), "- ")
+	}
+	return strings.Join(lines, "; ")
 }
 
 func compileSchema(name string, src []byte) (*jsonschema.Schema, error) {
@@ -79,21 +133,23 @@ func compileSchema(name string, src []byte) (*jsonschema.Schema, error) {
 	return c.Compile(url)
 }
 
-// mustPhases returns the compiled schemas; they are embedded, so a failure
-// is a bug in this package, caught by its tests.
-func mustPhases() map[Phase]phaseSchema {
-	m, err := compiledPhases()
-	if err != nil {
-		panic(err)
-	}
-	return m
+// Phases lists the phases of s: the seed's, then the added ones.
+func (s *Set) Phases() []Phase { return slices.Clone(s.names) }
+
+// Known reports whether p is a phase of s.
+func (s *Set) Known(p Phase) bool {
+	_, ok := s.phases[p]
+	return ok
 }
 
 // Required returns the fields the phase's data must have, nil for an
 // unknown phase.
-func Required(p Phase) []string {
-	return mustPhases()[p].required
+func (s *Set) Required(p Phase) []string {
+	return s.phases[p].required
 }
+
+// Required returns the fields the seed's phase p requires of its data.
+func Required(p Phase) []string { return Default().Required(p) }
 
 // describeValidation words a validation error as one message per failure,
 // in the model's terms: where in the envelope ("data.tasks[0].id") and

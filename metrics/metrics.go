@@ -33,6 +33,7 @@ type Metrics struct {
 	overhead        *prometheus.HistogramVec
 	modelTokens     *prometheus.CounterVec
 	shared          sharedMetrics
+	envelopes       *prometheus.CounterVec
 	// models are the configured model names, the values of the model
 	// label besides OtherModel.
 	models []string
@@ -63,6 +64,15 @@ var (
 	TransientOutcomes = []string{"retried", "passed_on"}
 	// LeakOutcomes are the values of the outcome label of leaked tool calls.
 	LeakOutcomes = []string{"recovered", "malformed"}
+	// EnvelopeOutcomes are the values of the outcome label of orchestrator
+	// envelopes: forwarded as written, forwarded repaired, asked again,
+	// given up with the keyword fallback matching, given up with nothing
+	// matching, not written where optional.
+	EnvelopeOutcomes = []string{"valid", "repaired", "retried", "fallback", "invalid", "missing"}
+	// EnvelopePhases are the phase label values every gateway has: the
+	// orchestrator protocol's five phases, and none for an envelope with no
+	// known phase. Phases added in the config file are label values too.
+	EnvelopePhases = []string{"analysis", "task_list", "progress", "completion", "aggregation", "none"}
 	// TruncationKinds are the values of the kind label of truncations.
 	TruncationKinds = []string{"messages", "tokens", "shortened_results"}
 
@@ -156,6 +166,8 @@ func New(reg prometheus.Registerer, providers []string, models ...string) *Metri
 			Buckets: OverheadBuckets}, []string{"protocol", "provider"}),
 		modelTokens: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "phasegate_model_tokens_total",
 			Help: "Tokens in (prompt) and out (completion) of upstream calls, reported or estimated, by configured model name (other: any other)."}, []string{"model", "kind"}),
+		envelopes: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "phasegate_envelopes_total",
+			Help: "Orchestrator envelopes judged, by phase and outcome (valid, repaired, retried, fallback, invalid, missing)."}, []string{"phase", "outcome"}),
 		models: slices.Clone(models),
 		shared: newSharedMetrics(),
 	}
@@ -167,7 +179,7 @@ func New(reg prometheus.Registerer, providers []string, models ...string) *Metri
 // register registers every collector on reg.
 func (m *Metrics) register(reg prometheus.Registerer) {
 	for _, c := range []prometheus.Collector{m.requests, m.requestDuration, m.inFlight, m.upstreamLatency, m.upstreamErrors,
-		m.toolCalls, m.budgets, m.fallbacks, m.cycles, m.tokens, m.truncations, m.repairs, m.transient, m.retries, m.modelFallbacks, m.leaked, m.firstToken, m.overhead, m.modelTokens} {
+		m.toolCalls, m.budgets, m.fallbacks, m.cycles, m.tokens, m.truncations, m.repairs, m.transient, m.retries, m.modelFallbacks, m.leaked, m.firstToken, m.overhead, m.modelTokens, m.envelopes} {
 		reg.MustRegister(c)
 	}
 	for _, c := range m.shared.collectors() {
@@ -227,6 +239,11 @@ func (m *Metrics) zero(providers, models []string) {
 		m.leaked.WithLabelValues(o)
 	}
 	m.shared.zero()
+	for _, p := range EnvelopePhases {
+		for _, o := range EnvelopeOutcomes {
+			m.envelopes.WithLabelValues(p, o)
+		}
+	}
 }
 
 // RequestStarted counts a request in flight; call the returned func once
@@ -338,6 +355,15 @@ func (m *Metrics) Fallback() {
 func (m *Metrics) LeakedToolCall(outcome string) {
 	if m != nil && slices.Contains(LeakOutcomes, outcome) {
 		m.leaked.WithLabelValues(outcome).Inc()
+	}
+}
+
+// Envelope counts the verdict on one orchestrator envelope: phase is a
+// phase the gateway knows (EnvelopePhases or one of its config file) or
+// "none", outcome one of EnvelopeOutcomes.
+func (m *Metrics) Envelope(phase, outcome string) {
+	if m != nil && slices.Contains(EnvelopeOutcomes, outcome) {
+		m.envelopes.WithLabelValues(phase, outcome).Inc()
 	}
 }
 

@@ -42,6 +42,10 @@ const (
 	// before any byte reached the client, and the request went to its
 	// fallback model; Verdict is the failure's kind, Reason the model.
 	TraceModelFallback TraceKind = "model_fallback"
+	// TraceEnvelope: an orchestrator envelope was judged, or found
+	// missing; Verdict is the outcome (valid, repaired, retried, fallback,
+	// invalid, missing), Reason the phase and what was wrong.
+	TraceEnvelope TraceKind = "envelope"
 )
 
 // Trace is one event of the guard. It never holds argument bodies, prompt

@@ -25,7 +25,9 @@ const (
 	// Data.
 	StepChunk
 	// StepText: content or reasoning. When Raw, Data may be forwarded byte
-	// for byte; otherwise Content and Reasoning (nil: absent) are the text
+	// for byte, and Text and Thought are its content and reasoning as read
+	// (they may share Data's memory, so they are valid until the next
+	// step); otherwise Content and Reasoning (nil: absent) are the text
 	// to write, what the leak scan let through.
 	StepText
 	// StepCall: the first tool call of the answer, complete; Call.
@@ -51,6 +53,7 @@ type Step struct {
 	Kind               StepKind
 	Data               []byte
 	Raw                bool
+	Text, Thought      string
 	Content, Reasoning *string
 	Call               *chat.ToolCall
 	Leak               *deepseek.LeakedCall
@@ -313,6 +316,9 @@ func (r *answerReader) text(data []byte, content, reasoning string, plain bool, 
 	r.gen = append(append(r.gen, reasoning...), content...)
 	out, calls := r.leak.Feed(content)
 	st := Step{Kind: StepText, Data: data, Raw: plain && out == content}
+	if st.Raw {
+		st.Text, st.Thought = content, reasoning
+	}
 	if !st.Raw {
 		// Copies, so that only this path puts the strings on the heap.
 		if c := out; c != "" {
@@ -346,6 +352,13 @@ func (r *answerReader) firstCall(yield yieldFunc) error {
 	}
 	if tc, complete := r.acc.First(); complete {
 		r.called = true
+		// Text the leak scan held back (a '<' that might have begun a
+		// marker) was said before the call: it comes first.
+		if text, _ := r.leak.Flush(); text != "" {
+			if err := emit(yield, Step{Kind: StepText, Content: &text}); err != nil {
+				return err
+			}
+		}
 		call := tc // only a complete call reaches the heap
 		return emit(yield, Step{Kind: StepCall, Call: &call})
 	}

@@ -813,22 +813,27 @@ func dsLeakStream() [][]byte {
 // floor; BenchmarkLeakScannerText is the scanner alone.
 func BenchmarkGuardText(b *testing.B) {
 	guard := protocol.NewTwoStage(protocol.TwoStageConfig{}, nil)
+	envelope := protocol.Limits{Envelope: protocol.EnvelopeOptional}
 	for _, bc := range []struct {
-		name string
-		s    protocol.Strategy
-		data [][]byte
+		name   string
+		s      protocol.Strategy
+		data   [][]byte
+		limits protocol.Limits
 	}{
-		{"standard/plain", protocol.Standard{}, dsBenchStream(nil, dsPlainPieces...)},
-		{"guard/plain", guard, dsBenchStream(nil, dsPlainPieces...)},
-		{"guard/newlines", guard, dsBenchStream(nil, dsNewlinePieces...)},
-		{"guard/lt", guard, dsBenchStream(nil, dsLTPieces...)},
-		{"guard/marker-prefixes", guard, dsBenchStream(nil, dsMarkerPieces...)},
-		{"guard/markers-in-code", guard, dsBenchStream(dsCodeFirst, dsCodePieces...)},
-		{"guard/leaked-call", guard, dsLeakStream()},
+		{"standard/plain", protocol.Standard{}, dsBenchStream(nil, dsPlainPieces...), protocol.Limits{}},
+		{"guard/plain", guard, dsBenchStream(nil, dsPlainPieces...), protocol.Limits{}},
+		{"guard/newlines", guard, dsBenchStream(nil, dsNewlinePieces...), protocol.Limits{}},
+		{"guard/lt", guard, dsBenchStream(nil, dsLTPieces...), protocol.Limits{}},
+		{"guard/marker-prefixes", guard, dsBenchStream(nil, dsMarkerPieces...), protocol.Limits{}},
+		{"guard/markers-in-code", guard, dsBenchStream(dsCodeFirst, dsCodePieces...), protocol.Limits{}},
+		{"guard/leaked-call", guard, dsLeakStream(), protocol.Limits{}},
+		{"guard+envelope/plain", guard, dsBenchStream(nil, dsPlainPieces...), envelope},
+		{"guard+envelope/lt", guard, dsBenchStream(nil, dsLTPieces...), envelope},
+		{"guard+envelope/2KB-envelope", guard, dsBenchStream(envelopePieces(), dsPlainPieces...), envelope},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			u := &benchUpstream{data: bc.data}
-			x := exchange(newRequest(b, true, history(), ""), u, protocol.Limits{})
+			x := exchange(newRequest(b, true, history(), ""), u, bc.limits)
 			ctx := context.Background()
 			b.ReportAllocs()
 			for b.Loop() {
@@ -841,6 +846,19 @@ func BenchmarkGuardText(b *testing.B) {
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(u.read), "ns/chunk")
 		})
 	}
+}
+
+// envelopePieces is a 2 KB valid task_list envelope in pieces of 16
+// bytes, with text before and after.
+func envelopePieces() []string {
+	task := `{"id": "task_001", "title": "REST API", "description": "Document the REST endpoints", "scope": ["server.js"], "priority": 1}`
+	text := "Here is the plan.\n<<<ORCHESTRATOR_RESPONSE>>>\n{\"phase\": \"task_list\", \"data\": {\"tasks\": [" +
+		strings.Repeat(task+",", 15) + task + "]}}\n<<<END_ORCHESTRATOR_RESPONSE>>>\nDone."
+	var out []string
+	for i := 0; i < len(text); i += 16 {
+		out = append(out, text[i:min(i+16, len(text))])
+	}
+	return out
 }
 
 // BenchmarkLeakForwardDelay measures the delay between the upstream

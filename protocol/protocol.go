@@ -180,4 +180,6 @@ type Limits struct {
 	// Plan selects plan mode: only the configured read-only tools are
 	// shown to the model and may be called.
 	Plan bool
+	// Envelope is the orchestrator envelope rule of the request's answers.
+	Envelope EnvelopeMode
 }

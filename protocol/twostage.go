@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	"github.com/phasegate/phasegate/deepseek"
+	"github.com/phasegate/phasegate/envelope"
 	"github.com/phasegate/phasegate/metrics"
 	"github.com/phasegate/phasegate/protocol/chat"
 	"github.com/phasegate/phasegate/tools"
@@ -56,6 +57,13 @@ type TwoStageConfig struct {
 	// results change (run_tests, git_status, polling tools); the cycle
 	// budget still counts them.
 	RepeatableTools []string
+	// Envelopes are the phases orchestrator envelopes are judged by; nil
+	// is the seed's five (envelope.Default).
+	Envelopes *envelope.Set
+	// MaxEnvelopeRetries is the number of re-asks an answer gets whose
+	// envelope is invalid, or missing when required; 0 asks none again.
+	// phasegate starts with DefaultMaxEnvelopeRetries.
+	MaxEnvelopeRetries int
 	// Metrics counts the guard's decisions; nil counts nothing.
 	Metrics *metrics.Metrics
 }
@@ -116,6 +124,8 @@ type guardRun struct {
 	// empty when plan mode has no allowlist, which allows nothing.
 	allow   []string
 	refused int
+	// env is the envelope rule's state; nil when the request has none.
+	env *envelopeRun
 	// extra are the messages the guard appends to the client's history
 	// for its next upstream call: the assistant text of a refused answer,
 	// then the notice.
@@ -155,6 +165,7 @@ func (g *TwoStage) newRun(x *Exchange, yield func(Event, error) bool) *guardRun 
 	r.ledger = tools.NewLedger(x.ProjectID, history)
 	r.policy = tools.NewPolicy(x.Request.Tools, allow, r.ledger).Repeatable(g.cfg.RepeatableTools)
 	r.allow = allow
+	r.env = newEnvelopeRun(x.Limits.Envelope, g.cfg.Envelopes, g.cfg.MaxEnvelopeRetries)
 	return r
 }
 
@@ -205,7 +216,7 @@ func (r *guardRun) serve(ctx context.Context) error {
 		return r.exhausted(ctx, "MAX_PHASE_CYCLES", tools.CycleBudgetNotice(b), tools.ShownCycleBudget(b))
 	}
 	for {
-		ref, err := r.call(ctx, false)
+		ref, err := r.ask(ctx, false)
 		if err != nil || ref == nil {
 			return err
 		}
@@ -266,8 +277,23 @@ func (r *guardRun) exhausted(ctx context.Context, budget, text, shown string) er
 	if err := r.notice(text, shown); err != nil {
 		return err
 	}
-	_, err := r.call(ctx, true)
+	_, err := r.ask(ctx, true)
 	return err
+}
+
+// ask makes calls until the answer's envelope passes, or its re-asks are
+// spent: an envelope refusal is put to the model here, a tool call's is
+// the caller's.
+func (r *guardRun) ask(ctx context.Context, final bool) (*refusal, error) {
+	for {
+		ref, err := r.call(ctx, final)
+		if err != nil || ref == nil || ref.envelope == nil {
+			return ref, err
+		}
+		if err := r.reask(ref); err != nil {
+			return nil, err
+		}
+	}
 }
 
 // notice appends the full notice text for the model and shows the client
@@ -390,6 +416,9 @@ type refusal struct {
 	// reasoning_content, for the next upstream call; nil when it said
 	// nothing.
 	assistant *chat.Message
+	// envelope, when set, is an envelope judged invalid or missing: the
+	// refusal is of the answer's envelope, not of a call.
+	envelope *envelope.Result
 }
 
 // call makes one upstream call and streams its text to the client; an
@@ -421,6 +450,9 @@ func (r *guardRun) attempt(ctx context.Context, req *chat.Request, p *Prompt, fi
 	}
 	*p = a.prompt
 	defer a.close()
+	if r.env != nil {
+		r.env.reset() // what a closed answer held is gone with it
+	}
 	ref, retry, err = r.read(ctx, a, final)
 	if errors.Is(err, errClientGone) && a.usage == nil {
 		r.s.estimateUsage(a.req, a.prompt, string(a.rd.gen))
@@ -462,7 +494,13 @@ func (r *guardRun) open(ctx context.Context, req *chat.Request, p Prompt) (*upst
 // read is the guard's loop over the steps of one answer. It reports retry
 // when the answer ended transiently unseen.
 func (r *guardRun) read(ctx context.Context, a *upstreamAnswer, final bool) (ref *refusal, retry bool, err error) {
+	// pending is an envelope re-ask decided at the finish: the answer is
+	// read on to its usage first.
+	var pending *refusal
 	for st, err := range a.rd.steps(a.resp.Events) {
+		if err != nil && pending != nil {
+			return r.reaskAfterFinish(a, pending)
+		}
 		if err != nil {
 			// The proxy's transport reports a connection cut as a read
 			// error wrapping ErrTruncated: as transient as a clean end
@@ -484,7 +522,7 @@ func (r *guardRun) read(ctx context.Context, a *upstreamAnswer, final bool) (ref
 				r.s.hold(st.Data, r.ext)
 			}
 		case StepText:
-			err = r.text(st)
+			ref, done, err = r.text(ctx, a, st)
 		case StepUsage:
 			a.usage = st.Usage
 		case StepCall:
@@ -493,7 +531,13 @@ func (r *guardRun) read(ctx context.Context, a *upstreamAnswer, final bool) (ref
 			ref, done, err = r.onLeak(ctx, a, st.Leak, final)
 		case StepFinish:
 			ref, retry, done, err = r.onFinish(ctx, a, st, final)
+			if ref != nil && !done && err == nil {
+				pending, ref = ref, nil
+			}
 		case StepEnd:
+			if pending != nil {
+				return r.reaskAfterFinish(a, pending)
+			}
 			return r.onEnd(ctx, a, st)
 		}
 		if err != nil || done || retry {
@@ -503,14 +547,49 @@ func (r *guardRun) read(ctx context.Context, a *upstreamAnswer, final bool) (ref
 	return nil, false, nil
 }
 
-// text writes a text step: byte for byte with the phase metadata added
-// when the reader allows, else rebuilt from what the leak scan let through.
-func (r *guardRun) text(st Step) error {
-	if st.Raw {
-		r.roleSent, r.afterNotice = true, false
-		return r.s.emit(Event{Kind: KindChunk, Data: st.Data, Ext: r.ext})
+// reaskAfterFinish returns the envelope re-ask decided at the finish,
+// once the answer was read to its end (or its usage estimated when the
+// end never came).
+func (r *guardRun) reaskAfterFinish(a *upstreamAnswer, ref *refusal) (*refusal, bool, error) {
+	if a.usage == nil {
+		r.s.estimateUsage(a.req, a.prompt, string(a.rd.gen))
 	}
-	return r.writeDelta(chat.OutDelta{Content: st.Content, ReasoningContent: st.Reasoning})
+	return ref, false, nil
+}
+
+// text writes a text step: byte for byte with the phase metadata added
+// when the reader and the envelope scan allow, else rebuilt from what the
+// leak scan let through; content goes through the envelope scan when the
+// request has an envelope rule.
+func (r *guardRun) text(ctx context.Context, a *upstreamAnswer, st Step) (*refusal, bool, error) {
+	if st.Raw && r.env.passes(st.Text) {
+		r.roleSent, r.afterNotice = true, false
+		return nil, false, r.s.emit(Event{Kind: KindChunk, Data: st.Data, Ext: r.ext})
+	}
+	if r.env == nil {
+		return nil, false, r.writeDelta(chat.OutDelta{Content: st.Content, ReasoningContent: st.Reasoning})
+	}
+	// A copy: the envelope scan may hold on to the text, and a raw step's
+	// shares the event's buffer.
+	content, reasoning := strings.Clone(st.Text), st.Reasoning
+	if !st.Raw {
+		content = ""
+		if st.Content != nil {
+			content = *st.Content
+		}
+	} else if st.Thought != "" {
+		reasoning = &st.Thought
+	}
+	var raw []byte
+	if st.Raw && reasoning == nil {
+		raw = st.Data
+	}
+	if reasoning != nil {
+		if err := r.writeDelta(chat.OutDelta{ReasoningContent: reasoning}); err != nil {
+			return nil, false, err
+		}
+	}
+	return r.say(ctx, a, content, raw)
 }
 
 // onCall judges the first complete native call; the forced final answer
@@ -567,8 +646,8 @@ func (r *guardRun) onFinish(ctx context.Context, a *upstreamAnswer, st Step, fin
 		}
 	}
 	if st.Content != nil {
-		if err := r.writeContent(*st.Content); err != nil {
-			return nil, false, false, err
+		if ref, done, err = r.say(ctx, a, *st.Content, nil); done || err != nil {
+			return ref, false, done, err
 		}
 	}
 	if st.Leak != nil {
@@ -580,6 +659,9 @@ func (r *guardRun) onFinish(ctx context.Context, a *upstreamAnswer, st Step, fin
 		if ref, done, err = r.onCall(ctx, a, *st.Call, final); done || err != nil {
 			return ref, false, done, err
 		}
+	}
+	if ref, done, err = r.envelopeAtEnd(ctx, a); ref != nil || done || err != nil {
+		return ref, false, done, err
 	}
 	reason := st.Reason
 	if reason == chat.FinishToolCalls {
@@ -665,6 +747,9 @@ func (r *guardRun) forward(ctx context.Context, tc chat.ToolCall) error {
 	if tc.Type == "" {
 		tc.Type = "function"
 	}
+	if err := r.dropHeld(ctx); err != nil {
+		return err
+	}
 	r.forwarded = true
 	r.setPhase(ctx, PhaseTool, "tool call forwarded")
 	td := chat.ToolCallDelta{Index: 0, ID: tc.ID, Type: tc.Type}
@@ -682,6 +767,7 @@ func (r *guardRun) forward(ctx context.Context, tc chat.ToolCall) error {
 // not a tool call ends the turn.
 func (r *guardRun) finish(ctx context.Context, reason string) error {
 	r.setPhase(ctx, PhaseComplete, "finish: "+reason)
+	r.ext = r.withEnvelope(r.ext)
 	r.trace(ctx, metrics.Trace{Kind: metrics.TracePhaseEnd, Reason: "finish: " + reason})
 	if reason != chat.FinishToolCalls {
 		r.g.cfg.Metrics.TurnEnded(r.ledger.CycleIndex())

@@ -58,6 +58,13 @@ type Route struct {
 	Provider string
 }
 
+// EnvelopeRule sets the envelope rule of the models that match Pattern (a
+// name, or a prefix ending in "*").
+type EnvelopeRule struct {
+	Pattern string
+	Mode    protocol.EnvelopeMode
+}
+
 // Fallback sends the models that match Pattern (a name, or a prefix
 // ending in "*") to Model once their retries are spent.
 type Fallback struct {
@@ -117,6 +124,10 @@ type Config struct {
 	// gateway holds that provider's key, so a client's own key never goes
 	// to a provider its model does not route to.
 	Fallbacks []Fallback
+	// Envelopes set the orchestrator envelope rule of the guard's answers
+	// per model (a name, or a prefix ending in "*"), first match wins; the
+	// X-Phasegate-Envelope header of a request overrides it.
+	Envelopes []EnvelopeRule
 	// Retry bounds the new attempts of an upstream call that failed in a
 	// way safe to retry before any byte reached the client
 	// (UPSTREAM_RETRIES, UPSTREAM_RETRY_MAX_WAIT). The zero value retries

@@ -35,6 +35,30 @@ const (
 	ProtocolTwoStage = "two-stage"
 )
 
+// protocolDefault is the protocol of /v1/chat/completions: the configured
+// default, except that a request the guard has nothing to judge in is
+// passed through (see needsGuard).
+const protocolDefault = ""
+
+// EnvelopeHeader marks a request that carries an orchestrator envelope:
+// the guard serves it on /v1 even when it declares no tools.
+const EnvelopeHeader = "X-Phasegate-Envelope"
+
+// needsGuard reports whether a request to /v1 has anything for the guard
+// to judge: tools it may call, or an orchestrator envelope (asked for by
+// the header or by a rule for its model; a header the guard cannot read
+// goes to the guard, which answers it). Any other request is served by
+// the standard protocol, byte for byte as the upstream answered. The
+// repairs for DeepSeek's thinking mode are made in prepare, whichever
+// protocol serves.
+func (h *Handler) needsGuard(r *http.Request, req *chat.Request) bool {
+	if len(req.Tools) > 0 {
+		return true
+	}
+	mode, err := h.envelopeMode(r.Header, req.Model)
+	return err != nil || mode != protocol.EnvelopeOff
+}
+
 // Options are the parts of a Handler that are not plain settings.
 type Options struct {
 	// Logger receives one line per request and every failure; nil discards.
@@ -196,7 +220,7 @@ func (h *Handler) routes() *gin.Engine {
 	e.RedirectTrailingSlash = false
 	e.Use(h.requestID, h.recover, h.limitHeaders)
 	for _, slash := range []string{"", "/"} {
-		e.POST("/v1/chat/completions"+slash, h.authorize, func(c *gin.Context) { h.serveChat(c.Writer, c.Request, h.deflt) })
+		e.POST("/v1/chat/completions"+slash, h.authorize, func(c *gin.Context) { h.serveChat(c.Writer, c.Request, protocolDefault) })
 		e.POST("/standard/v1/chat/completions"+slash, h.authorize, func(c *gin.Context) { h.serveChat(c.Writer, c.Request, ProtocolStandard) })
 		e.POST("/two-stage/v1/chat/completions"+slash, h.authorize, func(c *gin.Context) { h.serveChat(c.Writer, c.Request, ProtocolTwoStage) })
 		// An SDK pointed at a protocol route asks that route for its
@@ -283,22 +307,25 @@ func (h *Handler) serveChat(w http.ResponseWriter, r *http.Request, proto string
 	if !c.pick(proto) {
 		return
 	}
-	started := h.metrics.RequestStarted(c.strategy.Name())
 	ctx := r.Context()
 	if h.otel != nil {
 		ctx = c.startTrace(ctx)
-	}
-	done := func(o metrics.Outcome, err error) {
-		c.trace.end(o, err)
-		started(o)
 	}
 	if d := h.cfg.Timeouts.Request; d > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeoutCause(ctx, d, ErrRequestTimeout)
 		defer cancel()
 	}
-	if err := c.prepare(); err != nil {
-		done(c.fail(err), err)
+	// Counted once prepared, under the protocol that serves it: the
+	// request itself decides whether /v1 guards it.
+	perr := c.prepare()
+	started := h.metrics.RequestStarted(c.strategy.Name())
+	done := func(o metrics.Outcome, err error) {
+		c.trace.end(o, err)
+		started(o)
+	}
+	if perr != nil {
+		done(c.fail(perr), perr)
 		return
 	}
 	c.trace.prepared(c.provider.Name, c.x.Request.Model, c.strategy.Name())
@@ -326,6 +353,8 @@ type chatRequest struct {
 	id       string
 	log      *slog.Logger
 	strategy protocol.Strategy
+	// auto: the route is /v1, whose protocol the request decides.
+	auto     bool
 	provider *Provider
 	x        *protocol.Exchange
 	// reasoning remembers the reasoning of the response's tool calls for
@@ -353,6 +382,9 @@ type chatRequest struct {
 // it answered.
 func (c *chatRequest) pick(proto string) bool {
 	c.strategy = c.h.standard
+	if proto == protocolDefault {
+		c.auto, proto = true, c.h.deflt
+	}
 	if proto != ProtocolTwoStage {
 		return true
 	}
@@ -388,13 +420,22 @@ func (c *chatRequest) prepare() error {
 		return err
 	}
 	c.provider = h.cfg.provider(req.Model)
+	if c.auto && c.strategy.Name() == ProtocolTwoStage && !h.needsGuard(c.r, req) {
+		c.strategy = h.standard
+	}
 	c.log = c.log.With("model", req.Model, "provider", c.provider.Name, "protocol", c.strategy.Name(), "stream", req.Stream)
 	c.w.Header().Set("X-Phasegate-Protocol", c.strategy.Name())
 	c.w.Header().Set("X-Phasegate-Provider", c.provider.Name)
 	c.x = &protocol.Exchange{Request: req, RequestID: c.id, ProjectID: c.r.Header.Get("X-Project-Id"), History: req.Messages, Retry: h.cfg.Retry}
+	if mode, err := protocol.ParseEnvelopeMode(c.r.Header.Get(EnvelopeHeader)); c.strategy.Name() != ProtocolTwoStage && (err != nil || mode != protocol.EnvelopeOff) {
+		return chat.InvalidRequest("", "header X-Phasegate-Envelope is served by the guard (/v1/chat/completions or /two-stage/v1/chat/completions); this route passes answers through as they are")
+	}
 	if c.strategy.Name() == ProtocolTwoStage {
-		if c.x.Limits, err = h.limits(c.r.Header); err != nil {
+		if c.x.Limits, err = h.limits(c.r.Header, req.Model); err != nil {
 			return err
+		}
+		if req.N > 1 && c.x.Limits.Envelope != protocol.EnvelopeOff && c.r.Header.Get(EnvelopeHeader) != "" {
+			return chat.InvalidRequest("n", "header X-Phasegate-Envelope needs n = 1: the guard judges the envelope of a single choice")
 		}
 		if req.N > 1 {
 			// The guard judges one choice; several cannot be served by it.
@@ -455,6 +496,7 @@ func (c *chatRequest) serve(ctx context.Context) metrics.Outcome {
 		tokens: h.tokens, learn: !c.provider.Simulated, trace: c.trace}
 	c.x.Upstream = c.upstream(c.provider, out)
 	c.x.Fallback = c.fallback(out)
+	defer func() { _ = out.flush() }() // whatever ended the response
 	status, err := c.pump(ctx, c.strategy, out)
 	if f := protocol.Classify(err); err != nil && f.Guard && !out.committed() {
 		c.log.Error("guard failed; serving through the standard protocol", "error", err)
@@ -503,7 +545,9 @@ func (c *chatRequest) sink(ctx context.Context) (sink, context.Context, func()) 
 	if !c.x.Request.Stream {
 		return &jsonSink{w: c.w}, ctx, func() {}
 	}
-	out := &streamSink{w: newSSEWriter(c.w)}
+	sw := newSSEWriter(c.w)
+	sw.coalesce = true // the upstream's onWait flushes
+	out := &streamSink{w: sw}
 	if !c.resumable {
 		return out, ctx, func() {}
 	}
@@ -521,6 +565,7 @@ func (c *chatRequest) upstream(p *Provider, out sink) protocol.Upstream {
 		header:     forwardHeader(c.r.Header),
 		requestID:  c.id,
 		onComment:  func(line []byte) { _ = out.comment(line) },
+		onWait:     func() { _ = out.flush() }, // a failed write fails the next event's
 	}}
 }
 
@@ -642,11 +687,15 @@ func headerCount(hdr http.Header, name string) (int, error) {
 	return n, nil
 }
 
-// limits reads the per-request budget headers. They may only lower the
-// configured budgets; the guard takes the smaller value.
-func (h *Handler) limits(hdr http.Header) (protocol.Limits, error) {
+// limits reads the per-request budget headers and the envelope rule. The
+// budgets may only lower the configured ones (the guard takes the smaller
+// value); the envelope header replaces the model's configured rule.
+func (h *Handler) limits(hdr http.Header, model string) (protocol.Limits, error) {
 	var l protocol.Limits
 	var err error
+	if l.Envelope, err = h.envelopeMode(hdr, model); err != nil {
+		return l, err
+	}
 	if l.MaxPhaseCycles, err = headerCount(hdr, "X-Phasegate-Max-Phase-Cycles"); err != nil {
 		return l, err
 	}
@@ -664,6 +713,24 @@ func (h *Handler) limits(hdr http.Header) (protocol.Limits, error) {
 		return l, chat.InvalidRequest("", "header X-Phasegate-Mode must be plan or act, got %q", mode)
 	}
 	return l, nil
+}
+
+// envelopeMode is the request's X-Phasegate-Envelope header, else the
+// rule configured for its model.
+func (h *Handler) envelopeMode(hdr http.Header, model string) (protocol.EnvelopeMode, error) {
+	if v := hdr.Get(EnvelopeHeader); v != "" {
+		m, err := protocol.ParseEnvelopeMode(v)
+		if err != nil {
+			return m, chat.InvalidRequest("", "header X-Phasegate-Envelope %s", err)
+		}
+		return m, nil
+	}
+	for _, r := range h.cfg.Envelopes {
+		if match(r.Pattern, model) {
+			return r.Mode, nil
+		}
+	}
+	return protocol.EnvelopeOff, nil
 }
 
 // forwardHeader returns the client headers to pass upstream: hop-by-hop

@@ -14,7 +14,8 @@ import (
 
 // TestRequestLimits: a request over a shape limit gets a clear 400 or 413
 // in OpenAI's shape naming what is over, and reaches no upstream; one at
-// the limit passes.
+// the limit passes. The defaults are those the README documents: one over
+// each is refused.
 func TestRequestLimits(t *testing.T) {
 	limits := proxy.Limits{MaxDepth: 8, MaxMessages: 4, MaxTools: 2, MaxToolSchemaBytes: 200, MaxArgumentsBytes: 100}
 	msgs := func(n int) string {
@@ -24,7 +25,7 @@ func TestRequestLimits(t *testing.T) {
 		}
 		return strings.Join(m, ",")
 	}
-	tool := func(name string, schemaBytes int) string {
+	tool := func(name string, schemaBytes int) string { // parameters of schemaBytes-26 bytes
 		pad := strings.Repeat("x", max(schemaBytes-60, 0))
 		return `{"type":"function","function":{"name":"` + name + `","parameters":{"type":"object","description":"` + pad + `"}}}`
 	}
@@ -40,24 +41,35 @@ func TestRequestLimits(t *testing.T) {
 		}
 		return b + `}`
 	}
+	nested := func(depth int) string { // a body depth deep, the content's arrays included
+		return body(`{"role":"user","content":`+strings.Repeat("[", depth-3)+`"deep"`+strings.Repeat("]", depth-3)+`}`, "")
+	}
 	tests := []struct {
-		name   string
-		body   string
-		status int
-		param  string
+		name     string
+		body     string
+		status   int
+		param    string
+		defaults bool // served with the default limits
 	}{
-		{"at every limit", body(msgs(2)+","+call(100), tool("a", 190)+","+tool("b", 100)), http.StatusOK, ""},
-		{"nested too deep", body(`{"role":"user","content":[[[[[[[["deep"]]]]]]]]}`, ""), http.StatusBadRequest, ""},
-		{"too many messages", body(msgs(5), ""), http.StatusBadRequest, "messages"},
-		{"too many tools", body(msgs(1), tool("a", 60)+","+tool("b", 60)+","+tool("c", 60)), http.StatusBadRequest, "tools"},
-		{"a schema too large", body(msgs(1), tool("a", 260)), http.StatusRequestEntityTooLarge, "tools[0].function.parameters"},
-		{"arguments too large", body(msgs(1)+","+call(101), ""), http.StatusRequestEntityTooLarge, "messages[1].tool_calls[0].function.arguments"},
+		{"at every limit", body(msgs(2)+","+call(100), tool("a", 190)+","+tool("b", 100)), http.StatusOK, "", false},
+		{"nested too deep", body(`{"role":"user","content":[[[[[[[["deep"]]]]]]]]}`, ""), http.StatusBadRequest, "", false},
+		{"too many messages", body(msgs(5), ""), http.StatusBadRequest, "messages", false},
+		{"too many tools", body(msgs(1), tool("a", 60)+","+tool("b", 60)+","+tool("c", 60)), http.StatusBadRequest, "tools", false},
+		{"a schema too large", body(msgs(1), tool("a", 260)), http.StatusRequestEntityTooLarge, "tools[0].function.parameters", false},
+		{"arguments too large", body(msgs(1)+","+call(101), ""), http.StatusRequestEntityTooLarge, "messages[1].tool_calls[0].function.arguments", false},
+		{"default: nested 65 deep", nested(65), http.StatusBadRequest, "", true},
+		{"default: 10,001 messages", body(msgs(10_001), ""), http.StatusBadRequest, "messages", true},
+		{"default: 513 tools", body(msgs(1), strings.TrimSuffix(strings.Repeat(tool("t", 60)+",", 513), ",")), http.StatusBadRequest, "tools", true},
+		{"default: a schema of 256 KiB and a byte", body(msgs(1), tool("a", 256<<10+1+26)), http.StatusRequestEntityTooLarge, "tools[0].function.parameters", true},
+		{"default: arguments of 4 MiB and a byte", body(msgs(1)+","+call(4<<20+1), ""), http.StatusRequestEntityTooLarge, "messages[1].tool_calls[0].function.arguments", true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			up, usrv := proxytest.NewServer(t, proxytest.Script(sim.Completion("gpt-test", map[string]any{"content": "ok"}, "stop", nil)))
 			cfg := config(usrv)
-			cfg.Limits = limits
+			if !tt.defaults {
+				cfg.Limits = limits
+			}
 			gw := serveGateway(t, cfg, proxy.Options{})
 			resp := post(t, testContext(t), gw, "/v1/chat/completions", tt.body, nil)
 			got := readAll(t, resp.Body)

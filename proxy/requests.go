@@ -124,12 +124,15 @@ func (h *Handler) serveEvents(w http.ResponseWriter, r *http.Request, id string,
 		defer cancel()
 	}
 	sw := newSSEWriter(w)
+	sw.coalesce = true // a batch read from the store is written at once
 	sw.start(http.Header{"X-Phasegate-Resumed-After": {strconv.Itoa(after)}})
+	_ = sw.rc.Flush() // the headers, before a wait for the first event
 	if err := h.follow(ctx, sw, id, after, r.Header.Get("X-Phasegate-Event-Ids") == "true"); err != nil && ctx.Err() == nil {
 		h.metrics.StoreFailed(metrics.StoreResume)
 		h.log.Warn("resume ended early", "request_id", id, "error", err)
 		_ = sw.data(errResumeUnavailable.Body())
 	}
+	_ = sw.flush()
 }
 
 // followLimit bounds how long one resume may follow a stream.
@@ -149,15 +152,15 @@ func (h *Handler) follow(ctx context.Context, sw *sseWriter, id string, after in
 			return err
 		}
 		for _, ev := range evs {
-			sw.buf = sw.buf[:0]
 			if ids {
 				sw.buf = append(append(sw.buf, "id: "...), strconv.Itoa(ev.N)...)
 				sw.buf = append(sw.buf, '\n')
 			}
-			if err := sw.event(ev.Data); err != nil {
-				return nil // the client left
-			}
+			_ = sw.event(ev.Data) // gathered; the flush below tells of a client gone
 			after = ev.N
+		}
+		if err := sw.flush(); err != nil {
+			return nil // the client left
 		}
 		if ended {
 			return nil

@@ -22,6 +22,8 @@ type sink interface {
 	comment(line []byte) error
 	// finish ends a successful response.
 	finish() error
+	// flush writes what the sink gathered: the gateway is about to wait.
+	flush() error
 	// committed reports whether any byte reached the client.
 	committed() bool
 	// fail reports an error after the response was committed.
@@ -49,11 +51,18 @@ func (s *streamSink) chunk(data, ext []byte) error {
 	}
 	return s.w.data(data)
 }
-func (s *streamSink) done() error               { s.open(); return s.w.data([]byte(chat.Done)) }
+func (s *streamSink) done() error {
+	s.open()
+	if err := s.w.data([]byte(chat.Done)); err != nil {
+		return err
+	}
+	return s.w.flush()
+}
 func (s *streamSink) comment(line []byte) error { s.open(); return s.w.comment(line) }
-func (s *streamSink) finish() error             { return nil }
+func (s *streamSink) finish() error             { return s.w.flush() }
+func (s *streamSink) flush() error              { return s.w.flush() }
 func (s *streamSink) committed() bool           { return s.w.started }
-func (s *streamSink) fail(e *chat.Error)        { _ = s.w.data(e.Body()) }
+func (s *streamSink) fail(e *chat.Error)        { _ = s.w.data(e.Body()); _ = s.w.flush() }
 
 // jsonSink assembles the chunks of a guarded stream into one
 // chat.completion for a client that did not ask to stream.
@@ -77,6 +86,7 @@ func (s *jsonSink) chunk(data, ext []byte) error {
 	return nil
 }
 func (s *jsonSink) done() error          { return nil }
+func (s *jsonSink) flush() error         { return nil }
 func (s *jsonSink) comment([]byte) error { return nil }
 func (s *jsonSink) committed() bool      { return s.wrote }
 
@@ -102,11 +112,13 @@ func (s *jsonSink) fail(*chat.Error) {}
 // data is one JSON line, as the guard only passes on decodable chunks.
 func (s *sseWriter) dataExt(data, ext []byte) error {
 	s.start(nil)
-	s.buf = append(s.buf[:0], "data: "...)
+	n := len(s.buf)
+	s.buf = append(s.buf, "data: "...)
 	s.buf = chat.AppendExtension(s.buf, data, protocol.ExtensionKey, ext)
-	if bytes.IndexByte(s.buf[6:], '\n') >= 0 {
+	if bytes.IndexByte(s.buf[n+6:], '\n') >= 0 {
+		s.buf = s.buf[:n]
 		return s.data(chat.WithExtension(data, protocol.ExtensionKey, ext))
 	}
 	s.buf = append(s.buf, '\n', '\n')
-	return s.flush()
+	return s.queued()
 }

@@ -158,7 +158,22 @@ func (s *resumableSink) chunk(data, ext []byte) error {
 	return s.event(data, true)
 }
 
-func (s *resumableSink) done() error { return s.event([]byte(chat.Done), false) }
+func (s *resumableSink) done() error {
+	err := s.event([]byte(chat.Done), false)
+	s.flush()
+	return err
+}
+
+// flush writes what the writer gathered to the client, if there; a
+// failed write means the client left, not that the stream failed.
+func (s *resumableSink) flush() error {
+	if !s.gone {
+		s.clientFailed(s.w.flush())
+	}
+	return nil
+}
+
+func (s *resumableSink) finish() error { return s.flush() }
 
 func (s *resumableSink) comment(line []byte) error {
 	if s.gone {
@@ -169,7 +184,7 @@ func (s *resumableSink) comment(line []byte) error {
 	return nil
 }
 
-func (s *resumableSink) fail(e *chat.Error) { _ = s.event(e.Body(), false) }
+func (s *resumableSink) fail(e *chat.Error) { _ = s.event(e.Body(), false); _ = s.flush() }
 
 // event keeps one data event and writes it to the client, if there;
 // chunk tells that data is a chunk, which may carry phase metadata.
@@ -190,12 +205,10 @@ func (s *resumableSink) event(data []byte, chunk bool) error {
 	}
 	s.streamSink.open()
 	if s.ids {
-		s.w.buf = append(append(s.w.buf[:0], "id: "...), strconv.Itoa(n)...)
+		s.w.buf = append(append(s.w.buf, "id: "...), strconv.Itoa(n)...)
 		s.w.buf = append(s.w.buf, '\n')
-		s.clientFailed(s.w.event(data))
-		return nil
 	}
-	s.clientFailed(s.w.data(data))
+	s.clientFailed(s.w.event(data))
 	return nil
 }
 
@@ -358,18 +371,8 @@ func phaseIndex(chunk []byte) (int, bool) {
 }
 
 // event writes one event whose data is b after what s.buf already holds
-// (an id line).
-func (s *sseWriter) event(b []byte) error {
-	s.start(nil)
-	s.buf = append(s.buf, "data: "...)
-	if bytes.IndexByte(b, '\n') < 0 {
-		s.buf = append(s.buf, b...)
-	} else {
-		s.buf = append(s.buf, bytes.ReplaceAll(b, []byte("\n"), []byte("\ndata: "))...)
-	}
-	s.buf = append(s.buf, '\n', '\n')
-	return s.flush()
-}
+// (an id line of the same event).
+func (s *sseWriter) event(b []byte) error { return s.data(b) }
 
 // followWait is how long one read of a stream's log waits for an event
 // before the follower checks the stream is still there.

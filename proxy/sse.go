@@ -5,13 +5,25 @@ import (
 	"net/http"
 )
 
-// sseWriter writes a text/event-stream response, one event per write,
-// flushed at once. It is owned by one request.
+// maxPending bounds the events an sseWriter gathers before it writes them
+// anyway.
+const maxPending = 32 << 10
+
+// sseWriter writes a text/event-stream response. With coalesce set, events
+// are gathered and written together, with one flush, when flush is called:
+// the gateway calls it whenever it is about to wait (for the upstream's
+// next bytes, or for an upstream call), so a burst of events the upstream
+// delivered at once costs one write(2), while a paced stream is still
+// written event by event, each as soon as the next has to be waited for.
+// Without coalesce, every event is written and flushed at once. A failed
+// write fails every later one. It is owned by one request.
 type sseWriter struct {
-	w       http.ResponseWriter
-	rc      *http.ResponseController
-	started bool
-	buf     []byte
+	w        http.ResponseWriter
+	rc       *http.ResponseController
+	started  bool
+	coalesce bool
+	buf      []byte // events not yet written
+	err      error
 }
 
 func newSSEWriter(w http.ResponseWriter) *sseWriter {
@@ -39,26 +51,44 @@ func (s *sseWriter) start(upstream http.Header) {
 // data line of the same event, as the SSE format requires.
 func (s *sseWriter) data(b []byte) error {
 	s.start(nil)
-	s.buf = append(s.buf[:0], "data: "...)
+	s.buf = append(s.buf, "data: "...)
 	if bytes.IndexByte(b, '\n') < 0 {
 		s.buf = append(s.buf, b...)
 	} else {
 		s.buf = append(s.buf, bytes.ReplaceAll(b, []byte("\n"), []byte("\ndata: "))...)
 	}
 	s.buf = append(s.buf, '\n', '\n')
-	return s.flush()
+	return s.queued()
 }
 
 // comment writes an SSE comment line, line starting with ':'.
 func (s *sseWriter) comment(line []byte) error {
 	s.start(nil)
-	s.buf = append(append(s.buf[:0], line...), '\n', '\n')
-	return s.flush()
+	s.buf = append(append(s.buf, line...), '\n', '\n')
+	return s.queued()
 }
 
-func (s *sseWriter) flush() error {
-	if _, err := s.w.Write(s.buf); err != nil {
-		return err
+// queued ends an event added to buf: written now unless it may wait for
+// flush.
+func (s *sseWriter) queued() error {
+	if s.err != nil || !s.coalesce || len(s.buf) >= maxPending {
+		return s.flush()
 	}
-	return s.rc.Flush()
+	return nil
+}
+
+// flush writes the events gathered, if any, and flushes them to the
+// client.
+func (s *sseWriter) flush() error {
+	if s.err != nil || len(s.buf) == 0 {
+		s.buf = s.buf[:0]
+		return s.err
+	}
+	_, err := s.w.Write(s.buf)
+	s.buf = s.buf[:0]
+	if err == nil {
+		err = s.rc.Flush()
+	}
+	s.err = err
+	return err
 }

@@ -646,22 +646,31 @@ func TestTwoStageE2EOneCallPerResponse(t *testing.T) {
 }
 
 // TestTwoStageE2ERoutes: the guard's route answers 501 when the guard is
-// off, and the default route then passes requests through.
+// off, and the default route then passes requests through. With the guard
+// on, the default route guards a request that declares tools or carries an
+// orchestrator envelope, and passes any other through: the guard has
+// nothing to judge in it.
 func TestTwoStageE2ERoutes(t *testing.T) {
 	t.Parallel()
 	answer := sim.NewStream(tsModel).Role().Content("hi").Finish("stop").Done()
+	envelope := http.Header{proxy.EnvelopeHeader: {"optional"}}
 	tests := []struct {
 		name         string
 		guard        bool
 		path         string
+		tools        bool
+		header       http.Header
 		wantStatus   int
 		wantProtocol string
 	}{
 		{name: "guard route without a guard", path: "/two-stage/v1", wantStatus: http.StatusNotImplemented},
-		{name: "default route without a guard", path: "/v1", wantStatus: http.StatusOK, wantProtocol: proxy.ProtocolStandard},
+		{name: "default route without a guard", path: "/v1", tools: true, wantStatus: http.StatusOK, wantProtocol: proxy.ProtocolStandard},
 		{name: "guard route", guard: true, path: "/two-stage/v1", wantStatus: http.StatusOK, wantProtocol: proxy.ProtocolTwoStage},
-		{name: "default route", guard: true, path: "/v1", wantStatus: http.StatusOK, wantProtocol: proxy.ProtocolTwoStage},
-		{name: "standard route", guard: true, path: "/standard/v1", wantStatus: http.StatusOK, wantProtocol: proxy.ProtocolStandard},
+		{name: "default route with tools", guard: true, path: "/v1", tools: true, wantStatus: http.StatusOK, wantProtocol: proxy.ProtocolTwoStage},
+		{name: "default route without tools", guard: true, path: "/v1", wantStatus: http.StatusOK, wantProtocol: proxy.ProtocolStandard},
+		{name: "default route with an envelope", guard: true, path: "/v1", header: envelope, wantStatus: http.StatusOK, wantProtocol: proxy.ProtocolTwoStage},
+		{name: "default route with envelopes off", guard: true, path: "/v1", header: http.Header{proxy.EnvelopeHeader: {"off"}}, wantStatus: http.StatusOK, wantProtocol: proxy.ProtocolStandard},
+		{name: "standard route", guard: true, path: "/standard/v1", tools: true, wantStatus: http.StatusOK, wantProtocol: proxy.ProtocolStandard},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -671,9 +680,13 @@ func TestTwoStageE2ERoutes(t *testing.T) {
 				guard = protocol.NewTwoStage(protocol.TwoStageConfig{}, nil)
 			}
 			up, gw := tsGateway(t, proxytest.Script(answer.Reply()), guard, false)
-			client, _ := tsClient(gw, tt.path, nil)
-			st, err := client.CreateChatCompletionStream(tsContext(t), openai.ChatCompletionRequest{Model: tsModel,
-				Messages: []openai.ChatCompletionMessage{{Role: openai.ChatMessageRoleUser, Content: "hi"}}})
+			client, _ := tsClient(gw, tt.path, tt.header)
+			req := openai.ChatCompletionRequest{Model: tsModel,
+				Messages: []openai.ChatCompletionMessage{{Role: openai.ChatMessageRoleUser, Content: "hi"}}}
+			if tt.tools {
+				req.Tools = tsTools()
+			}
+			st, err := client.CreateChatCompletionStream(tsContext(t), req)
 			if tt.wantStatus != http.StatusOK {
 				var apiErr *openai.APIError
 				if !errors.As(err, &apiErr) || apiErr.HTTPStatusCode != tt.wantStatus || apiErr.Code != "two_stage_disabled" {

@@ -51,6 +51,11 @@ type upstream struct {
 	header    http.Header // the client's request headers, hop-by-hop stripped
 	requestID string
 	onComment func(line []byte) // nil: comments are dropped
+	// onWait, when set, is called before every wait on the upstream: the
+	// call itself, and every read of a stream's body that the SSE reader
+	// makes because it holds no complete event. The client's writes
+	// gathered so far are flushed then.
+	onWait func()
 	// propagator, when set, writes the trace context of the call's span
 	// (in ctx) into its headers, in place of the client's.
 	propagator propagation.TextMapPropagator
@@ -86,6 +91,9 @@ func (u *upstream) Send(ctx context.Context, req *chat.Request) (*protocol.Respo
 		cancel(context.Canceled)
 	}
 
+	if u.onWait != nil {
+		u.onWait()
+	}
 	resp, err := u.client.Do(hreq)
 	if err != nil {
 		// Classify before stop: stopping cancels ctx, and a cancelled ctx
@@ -114,10 +122,7 @@ func (u *upstream) Send(ctx context.Context, req *chat.Request) (*protocol.Respo
 		out.Body = b
 		return out, nil
 	}
-	body2 := io.Reader(resp.Body)
-	if u.onComment != nil {
-		body2 = &commentTap{r: resp.Body, onComment: u.onComment}
-	}
+	body2 := u.tap(resp.Body)
 	ended := false // the stream reached [DONE] or the end of its body
 	out.Close = func() {
 		if ended {
@@ -287,6 +292,29 @@ func upstreamCallError(ctx context.Context, err error) error {
 		return fmt.Errorf("%w: %w", ErrFirstByteTimeout, err)
 	}
 	return fmt.Errorf("%w: %w", ErrUpstreamUnreachable, err)
+}
+
+// tap wraps a stream's body with the comment tap and the wait hook, where
+// set.
+func (u *upstream) tap(body io.Reader) io.Reader {
+	if u.onComment != nil {
+		body = &commentTap{r: body, onComment: u.onComment}
+	}
+	if u.onWait != nil {
+		body = &waitReader{r: body, wait: u.onWait}
+	}
+	return body
+}
+
+// waitReader calls wait before every read of r.
+type waitReader struct {
+	r    io.Reader
+	wait func()
+}
+
+func (w *waitReader) Read(p []byte) (int, error) {
+	w.wait()
+	return w.r.Read(p)
 }
 
 // commentTap passes a stream through and reports each SSE comment line

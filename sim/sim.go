@@ -33,7 +33,7 @@ const (
 )
 
 // Models lists the simulated models, as /v1/models shows them.
-var Models = []string{Model, LoopingModel, LeakyModel, TestsModel}
+var Models = []string{Model, LoopingModel, LeakyModel, TestsModel, OrchestratorModel}
 
 // Answer is the simulated models' reply to a request with method, path and
 // body. It needs no key and no network: it answers /models and
@@ -172,6 +172,8 @@ func decide(req *chat.Request) turn {
 		return leakDecide(req)
 	case TestsModel:
 		return testsDecide(req)
+	case OrchestratorModel:
+		return orchestratorDecide(req)
 	}
 	last := req.Messages[len(req.Messages)-1]
 	switch {
@@ -271,7 +273,7 @@ func answer(req *chat.Request) Reply {
 	}
 	s := NewStream(model).Role().Reasoning(words(say.reasoning)...)
 	finish := chat.FinishStop
-	if req.Model == LeakyModel {
+	if req.Model == LeakyModel || req.Model == OrchestratorModel {
 		s.Content(pieces(say.text, 7)...) // markers split across chunks, as DeepSeek splits them
 	} else {
 		s.Content(words(say.text)...)

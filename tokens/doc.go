@@ -6,7 +6,9 @@
 //
 // Counts come from tiktoken (github.com/pkoukk/tiktoken-go) with the BPE
 // files compiled into the binary (tiktoken-go-loader): nothing touches the
-// network or a cache directory, so the gateway starts offline. Messages are
+// network or a cache directory, so the gateway starts offline. An encoding
+// is loaded when it first counts, once per process, so a gateway whose
+// requests need one encoding, or none, holds only that. Messages are
 // framed as OpenAI's cookbook "How to count tokens with tiktoken" documents
 // (https://cookbook.openai.com/examples/how_to_count_tokens_with_tiktoken):
 // 3 tokens per message plus the tokens of each of its string fields, 1 more

@@ -2,6 +2,7 @@ package tokens
 
 import (
 	"fmt"
+	"runtime/debug"
 	"sync"
 	"unicode"
 	"unicode/utf8"
@@ -16,15 +17,20 @@ const (
 	EncodingCL100K = "cl100k_base"
 )
 
-// encoding is a loaded tiktoken encoding and what the counting rules need
-// to know about it.
+// encoding is a tiktoken encoding and what the counting rules need to
+// know about it. Its ranks are loaded when it first counts: a gateway
+// whose requests never reach a tokenizer, or only one of the two, does
+// not hold them.
 type encoding struct {
 	id   uint8 // part of every cache key: counts differ by encoding
 	name string
-	tk   *tiktoken.Tiktoken
 	// funcInit is the cookbook's per-function overhead of a tool
 	// definition: 7 for the o200k models, 10 for the cl100k ones.
 	funcInit int
+
+	once sync.Once
+	tk   *tiktoken.Tiktoken
+	err  error
 }
 
 // Only these two: the exact-cut rules of split are proven for their
@@ -36,9 +42,8 @@ var encodings = struct {
 	m  map[string]*encoding
 }{m: map[string]*encoding{}}
 
-// loadEncoding returns the named encoding, loading it on first use. Loaded
-// encodings are shared by every Counter of the process: tiktoken-go builds
-// a new BPE (about 10 MB, 80–200 ms) on every GetEncoding call.
+// loadEncoding returns the named encoding, shared by every Counter of the
+// process; its ranks are loaded on first use (see counter).
 func loadEncoding(name string) (*encoding, error) {
 	id, ok := encodingIDs[name]
 	if !ok {
@@ -49,20 +54,36 @@ func loadEncoding(name string) (*encoding, error) {
 	if e, ok := encodings.m[name]; ok {
 		return e, nil
 	}
-	// tiktoken-go's default loader downloads the BPE file and caches it
-	// under TIKTOKEN_CACHE_DIR; the offline loader reads the copy compiled
-	// into tiktoken-go-loader. Set under the lock, before the first load.
-	tiktoken.SetBpeLoader(tiktoken_loader.NewOfflineLoader())
-	tk, err := tiktoken.GetEncoding(name)
-	if err != nil {
-		return nil, fmt.Errorf("load encoding %s: %w", name, err)
-	}
-	e := &encoding{id: id, name: name, tk: tk, funcInit: 10}
+	e := &encoding{id: id, name: name, funcInit: 10}
 	if name == EncodingO200K {
 		e.funcInit = 7
 	}
 	encodings.m[name] = e
 	return e, nil
+}
+
+// offlineLoader makes tiktoken-go read the BPE files compiled into
+// tiktoken-go-loader: its default loader downloads them and caches them
+// under TIKTOKEN_CACHE_DIR. Set once, before the first load.
+var offlineLoader sync.Once
+
+// counter returns the encoding's tiktoken-go BPE, loading it on first use:
+// tiktoken-go builds a new one (about 20 MB for o200k_base, 80–200 ms) on
+// every GetEncoding call, so it is built once per process, and only for an
+// encoding a request needs.
+func (e *encoding) counter() (*tiktoken.Tiktoken, error) {
+	e.once.Do(func() {
+		offlineLoader.Do(func() { tiktoken.SetBpeLoader(tiktoken_loader.NewOfflineLoader()) })
+		e.tk, e.err = tiktoken.GetEncoding(e.name)
+		if e.err != nil {
+			e.err = fmt.Errorf("load encoding %s: %w", e.name, e.err)
+		}
+		// Loading made about as much garbage as it keeps; hand it back
+		// to the system now rather than hold it for minutes. Once per
+		// encoding and process.
+		debug.FreeOSMemory()
+	})
+	return e.tk, e.err
 }
 
 // maxChunk bounds the bytes tiktoken sees at once. Its byte-pair merge
@@ -80,10 +101,17 @@ func (c *Counter) countText(e *encoding, s string) int {
 		// piece, 9 times the merge work.
 		s = string([]rune(s))
 	}
+	tk, err := e.counter()
+	if err != nil {
+		// The ranks are compiled in and TestEncodingsLoad loads them:
+		// this is not expected, and four bytes a token is the estimate
+		// used wherever no tokenizer counts.
+		return (len(s) + 3) / 4
+	}
 	n := 0
 	for len(s) > 0 {
 		cut, _ := split(s, maxChunk)
-		n += len(e.tk.EncodeOrdinary(s[:cut]))
+		n += len(tk.EncodeOrdinary(s[:cut]))
 		c.encodes.Add(1)
 		s = s[cut:]
 	}

@@ -42,11 +42,7 @@ func FuzzSplitExact(f *testing.F) {
 		text := randomText(rng, int(size%2048))
 		max := 1 + int(chunk%32)
 		for _, name := range []string{EncodingCL100K, EncodingO200K} {
-			e, err := loadEncoding(name)
-			if err != nil {
-				t.Fatal(err)
-			}
-			count := func(s string) int { return len(e.tk.EncodeOrdinary(s)) }
+			count := reference(t, name)
 			for rest := text; len(rest) > 0; {
 				cut, exact := split(rest, max)
 				if cut <= 0 || cut > len(rest) || (cut > max && utf8.RuneCountInString(rest[:cut]) > 1) {
@@ -114,7 +110,7 @@ func TestHardCutError(t *testing.T) {
 					t.Fatal(err)
 				}
 				c := &Counter{}
-				want := len(e.tk.EncodeOrdinary(tt.text))
+				want := reference(t, name)(tt.text)
 				got := c.countText(e, tt.text)
 				cuts := 0
 				for rest := tt.text; len(rest) > 0; {

@@ -383,7 +383,7 @@ func TestFitShortensToolResult(t *testing.T) {
 			t.Fatalf("got head %q and tail %q, want a prefix and a suffix of the original", head, tail)
 		}
 		omitted, _ := strconv.Atoi(text[loc[2]:loc[3]])
-		if want := len(e.tk.EncodeOrdinary(full[len(head) : len(full)-len(tail)])); omitted != want {
+		if want := reference(t, e.name)(full[len(head) : len(full)-len(tail)]); omitted != want {
 			t.Errorf("marker says %d tokens omitted, want %d", omitted, want)
 		}
 	})

@@ -12,8 +12,10 @@
 //
 //	go run ./cmd/phasegate-load -concurrency 500 -duration 60s
 //
-// It exits 1 when the errors exceed -max-errors or the gateway's goroutines
-// or RSS did not come back within -settle, 2 on bad flags.
+// It exits 1 when the errors exceed -max-errors or the gateway's goroutines,
+// live Go heap or RSS outside the Go heap did not come back within -settle,
+// 2 on bad flags. The plain RSS is reported, not judged: the Go runtime
+// keeps freed heap resident for reuse, up to about its heap goal.
 package main
 
 import (
@@ -67,6 +69,7 @@ type config struct {
 	pid            int
 	maxErrors      int
 	goroutineSlack int
+	heapSlackMiB   float64
 	rssSlackMiB    float64
 	seed           uint64
 }
@@ -85,13 +88,14 @@ func parseFlags(args []string, out io.Writer) (config, error) {
 	fs.DurationVar(&c.direct, "direct", 15*time.Second, "how long the load, every client reading in full, goes straight to the double first, for the latency the gateway adds; 0 skips it")
 	fs.DurationVar(&c.requestTimeout, "request-timeout", 60*time.Second, "bound on one request")
 	fs.DurationVar(&c.sample, "sample", 5*time.Second, "interval of the gateway's RSS and goroutine samples")
-	fs.DurationVar(&c.settle, "settle", 2*time.Minute, "longest wait, after the load, for goroutines and RSS to come back (idle upstream connections close after 90 s)")
+	fs.DurationVar(&c.settle, "settle", 150*time.Second, "longest wait, after the load, for goroutines, heap and RSS to come back (idle upstream connections close after 90 s; the runtime collects at least every 2 min)")
 	fs.StringVar(&c.gateway, "gateway", "", "gateway binary to start, or the loopback address of a running one; empty builds ./cmd/phasegate")
 	fs.StringVar(&c.upstream, "upstream", "", "upstream double binary to start, or the loopback address of a running one; empty builds ./e2e/upstreamdouble")
 	fs.IntVar(&c.pid, "pid", 0, "process id of a running gateway given by address, for its CPU and RSS")
 	fs.IntVar(&c.maxErrors, "max-errors", 0, "errors allowed (intended disconnects are not errors)")
 	fs.IntVar(&c.goroutineSlack, "goroutine-slack", 20, "goroutines above the idle count still counted as back")
-	fs.Float64Var(&c.rssSlackMiB, "rss-slack", 32, "RSS above the idle figure, in MiB, still counted as back")
+	fs.Float64Var(&c.heapSlackMiB, "heap-slack", 8, "live Go heap above the idle figure, in MiB, still counted as back (as the last garbage collection found it, once one ran after the load)")
+	fs.Float64Var(&c.rssSlackMiB, "rss-slack", 32, "RSS outside the Go heap (RSS less the heap in use and the free heap the runtime keeps), above the same at idle, in MiB, still counted as back")
 	fs.Uint64Var(&c.seed, "seed", 1, "seed of the random choices")
 	if err := fs.Parse(args); err != nil {
 		return c, err

@@ -85,6 +85,10 @@ type sample struct {
 	goroutines int
 	inFlight   int
 	heap       int64     // go_memstats_heap_inuse_bytes: what the Go heap holds
+	heapFree   int64     // go_memstats_heap_idle_bytes minus heap_released_bytes: free heap the runtime keeps resident
+	heapGoal   int64     // go_memstats_next_gc_bytes: the heap size that triggers the next collection
+	gogc       float64   // go_gc_gogc_percent
+	lastGC     time.Time // go_memstats_last_gc_time_seconds
 	overhead   histogram // phasegate_gateway_overhead_seconds, all labels summed
 }
 
@@ -135,6 +139,7 @@ func (s *sample) readMetrics(ctx context.Context, client *http.Client, gatewayUR
 	}
 	defer resp.Body.Close()
 	s.overhead = histogram{}
+	var idle, released float64
 	sc := bufio.NewScanner(resp.Body)
 	for sc.Scan() {
 		name, labels, v, ok := metricLine(sc.Text())
@@ -144,14 +149,40 @@ func (s *sample) readMetrics(ctx context.Context, client *http.Client, gatewayUR
 			s.goroutines = int(v)
 		case name == "go_memstats_heap_inuse_bytes":
 			s.heap = int64(v)
+		case name == "go_memstats_heap_idle_bytes":
+			idle = v
+		case name == "go_memstats_heap_released_bytes":
+			released = v
+		case name == "go_memstats_next_gc_bytes":
+			s.heapGoal = int64(v)
+		case name == "go_gc_gogc_percent":
+			s.gogc = v
+		case name == "go_memstats_last_gc_time_seconds":
+			s.lastGC = time.Unix(0, int64(v*1e9))
 		case name == "phasegate_requests_in_flight":
 			s.inFlight += int(v)
 		case name == "phasegate_gateway_overhead_seconds_bucket":
 			s.overhead.add(labels, v)
 		}
 	}
+	s.heapFree = int64(idle - released)
 	return sc.Err()
 }
+
+// live is the live heap the last garbage collection found, stacks and
+// globals included: the runtime sets its heap goal to it times 1+GOGC/100.
+// Unlike the heap in use, it holds no garbage made since that collection.
+func (s sample) live() int64 {
+	if s.gogc <= 0 {
+		return s.heap // GOGC=off: no goal to read it from
+	}
+	return int64(float64(s.heapGoal) / (1 + s.gogc/100))
+}
+
+// outside is the RSS outside the Go heap (goroutine stacks, the runtime's
+// own structures, the binary, anything mapped by other means): the RSS
+// less the heap in use and the free heap the runtime keeps resident.
+func (s sample) outside() int64 { return s.rss - s.heap - s.heapFree }
 
 // metricLine splits a Prometheus text line into name, labels and value.
 func metricLine(line string) (name, labels string, v float64, ok bool) {

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"strings"
 	"time"
 )
 
@@ -80,12 +81,22 @@ func (rep *report) printResources(out io.Writer, cfg config, n int) {
 		rep.idle.goroutines, peak.goroutines, float64(peak.goroutines-rep.idle.goroutines)/float64(cfg.concurrency))
 	verdict := "back"
 	if !rep.back {
-		verdict = "NOT back"
+		verdict = "NOT back: " + strings.Join(rep.notBack, "; ")
 	}
-	fmt.Fprintf(out, "after the load (%.0fs later): RSS %.1f MiB (idle %+.1f), heap in use %.1f MiB (idle %+.1f), goroutines %d (idle %+d): %s\n",
-		rep.backIn.Seconds(), mib(rep.after.rss), mib(rep.after.rss-rep.idle.rss),
-		mib(rep.after.heap), mib(rep.after.heap-rep.idle.heap),
-		rep.after.goroutines, rep.after.goroutines-rep.idle.goroutines, verdict)
+	a, i := rep.after, rep.idle
+	gc := "none since the load"
+	if a.lastGC.After(rep.end.at) {
+		gc = fmt.Sprintf("%.0fs after the load", a.lastGC.Sub(rep.end.at).Seconds())
+	}
+	fmt.Fprintf(out, "after the load (%.0fs later; last garbage collection %s):\n", rep.backIn.Seconds(), gc)
+	fmt.Fprintf(out, "  goroutines %d (idle %+d), live heap at the last collection %.1f MiB (idle %+.1f)\n",
+		a.goroutines, a.goroutines-i.goroutines, mib(a.live()), mib(a.live()-i.live()))
+	if i.rss > 0 {
+		fmt.Fprintf(out, "  RSS %.1f MiB (idle %+.1f) = heap in use %.1f (idle %+.1f) + free heap the runtime keeps %.1f (idle %+.1f) + outside the Go heap %.1f (idle %+.1f)\n",
+			mib(a.rss), mib(a.rss-i.rss), mib(a.heap), mib(a.heap-i.heap), mib(a.heapFree), mib(a.heapFree-i.heapFree),
+			mib(a.outside()), mib(a.outside()-i.outside()))
+	}
+	fmt.Fprintf(out, "  %s\n", verdict)
 }
 
 // verdict is nil when the run met its targets.
@@ -95,7 +106,7 @@ func (rep *report) verdict(cfg config) error {
 		reasons = append(reasons, fmt.Sprintf("%d errors, at most %d allowed", errs, cfg.maxErrors))
 	}
 	if !rep.back {
-		reasons = append(reasons, fmt.Sprintf("goroutines or RSS not back within %s", cfg.settle))
+		reasons = append(reasons, fmt.Sprintf("not back within %s: %s", cfg.settle, strings.Join(rep.notBack, "; ")))
 	}
 	if reasons != nil {
 		return failedError{reasons}

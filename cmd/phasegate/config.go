@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -18,6 +19,8 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/phasegate/phasegate/envelope"
+	"github.com/phasegate/phasegate/protocol"
 	"github.com/phasegate/phasegate/proxy"
 	"github.com/phasegate/phasegate/tokens"
 )
@@ -91,6 +94,7 @@ var settings = []setting{
 	{env: "MAX_PHASE_CYCLES", def: "3", kind: kindInt, min: 1, help: "tool executions allowed per user turn before the final answer is forced"},
 	{env: "MAX_DUPLICATE_ATTEMPTS", def: "3", kind: kindInt, help: "refused tool calls (duplicates, malformed, undeclared, ...) allowed per request before the final answer is forced"},
 	{env: "MAX_TOOLS_PER_TOOL_PHASE", def: "1", kind: kindChoice, choices: []string{"1"}, help: "tool calls forwarded per response (only 1 is supported)"},
+	{env: "MAX_ENVELOPE_RETRIES", def: strconv.Itoa(protocol.DefaultMaxEnvelopeRetries), kind: kindInt, help: "re-asks of an answer whose orchestrator envelope is invalid, or missing when required (X-Phasegate-Envelope, or envelopes: models: in the config file); 0 asks none again"},
 	{env: "SHOW_NOTICES", def: "true", kind: kindBool, help: "show the client one line per guard decision, as \"**System Notice**\" content (the model gets the full notice either way)"},
 	{env: "REPEATABLE_TOOLS", kind: kindList, help: "tools exempt from the duplicate rule while their results change (e.g. run_tests,git_status), comma-separated; an identical call whose last two identical calls returned the same result is refused as no progress"},
 	{env: "PLAN_TOOLS", kind: kindList, help: "read-only tools of plan mode, comma-separated; requests with X-Phasegate-Mode: plan only see and may only call these"},
@@ -206,6 +210,14 @@ type fileConfig struct {
 	scalars map[string]value
 	routes  []fileRoute
 	models  map[string]fileModel
+	// envelopes are the envelope rules per model and the added phases.
+	envelopes fileEnvelopes
+}
+
+// fileEnvelopes is the envelopes section of the config file.
+type fileEnvelopes struct {
+	rules  []proxy.EnvelopeRule
+	phases map[envelope.Phase][]byte // JSON Schema of each added phase
 }
 
 // fileModel is the token limits of one model in the config file; absent
@@ -251,7 +263,7 @@ func loadFile(path string) (fileConfig, error) {
 		fc.scalars = nil
 		return fc, fmt.Errorf("%s:%d: the config file must be a mapping of settings (key: value), one a line", path, root.Line)
 	}
-	known := []string{"routes", "models"}
+	known := []string{"routes", "models", "envelopes"}
 	for _, s := range settings {
 		known = append(known, s.key())
 	}
@@ -272,6 +284,8 @@ func loadFile(path string) (fileConfig, error) {
 			fc.routes = fileRoutes(v, bad)
 		case k.Value == "models":
 			fc.models = fileModels(v, bad)
+		case k.Value == "envelopes":
+			fc.envelopes = readEnvelopes(v, bad)
 		case slices.Contains(known, k.Value):
 			if v.Kind != yaml.ScalarNode {
 				bad(v.Line, "%s must be a single value, not a list or a mapping", k.Value)
@@ -363,6 +377,114 @@ func fileModels(n *yaml.Node, bad func(int, string, ...any)) map[string]fileMode
 	return out
 }
 
+// readEnvelopes reads envelopes: a mapping with models (model name or
+// prefix* to optional, required or off, in the order written) and phases
+// (phase name to the JSON Schema of its data, written in YAML).
+func readEnvelopes(n *yaml.Node, bad func(int, string, ...any)) fileEnvelopes {
+	var fe fileEnvelopes
+	if n.Kind != yaml.MappingNode {
+		bad(n.Line, "envelopes must be a mapping with keys models and phases")
+		return fe
+	}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := n.Content[i], n.Content[i+1]
+		switch {
+		case k.Value == "models" && v.Kind == yaml.MappingNode:
+			fe.rules = readEnvelopeRules(v, bad)
+		case k.Value == "phases" && v.Kind == yaml.MappingNode:
+			fe.phases = readPhases(v, bad)
+		case k.Value == "models" || k.Value == "phases":
+			bad(v.Line, "envelopes: %s must be a mapping", k.Value)
+		default:
+			bad(k.Line, "envelopes: unknown key %s%s", k.Value, didYouMean(k.Value, []string{"models", "phases"}, ""))
+		}
+	}
+	return fe
+}
+
+// readEnvelopeRules reads envelopes: models, in the order written.
+func readEnvelopeRules(n *yaml.Node, bad func(int, string, ...any)) []proxy.EnvelopeRule {
+	var out []proxy.EnvelopeRule
+	seen := map[string]int{}
+	for j := 0; j+1 < len(n.Content); j += 2 {
+		name, mode := n.Content[j], n.Content[j+1]
+		if first, dup := seen[name.Value]; dup {
+			bad(name.Line, "envelopes: models: %s is set twice (first on line %d)", name.Value, first)
+			continue
+		}
+		seen[name.Value] = name.Line
+		m, err := protocol.ParseEnvelopeMode(mode.Value)
+		if err != nil || mode.Kind != yaml.ScalarNode || mode.Tag == "!!null" {
+			bad(mode.Line, "envelopes: models: %s: must be optional, required or off", name.Value)
+			continue
+		}
+		out = append(out, proxy.EnvelopeRule{Pattern: name.Value, Mode: m})
+	}
+	return out
+}
+
+// readPhases reads envelopes: phases, each schema checked by compiling it.
+func readPhases(n *yaml.Node, bad func(int, string, ...any)) map[envelope.Phase][]byte {
+	out := map[envelope.Phase][]byte{}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		name, schema := n.Content[i], n.Content[i+1]
+		if _, dup := out[envelope.Phase(name.Value)]; dup {
+			bad(name.Line, "envelopes: phases: %s is set twice", name.Value)
+			continue
+		}
+		if schema.Kind != yaml.MappingNode {
+			bad(schema.Line, "envelopes: phases: %s: must be a JSON Schema (a mapping) for the phase's data", name.Value)
+			continue
+		}
+		b, err := json.Marshal(yamlJSON(schema))
+		if err == nil {
+			_, err = envelope.NewSet(map[envelope.Phase][]byte{envelope.Phase(name.Value): b})
+		}
+		if err != nil {
+			bad(schema.Line, "envelopes: phases: %s: %v", name.Value, err)
+			continue
+		}
+		out[envelope.Phase(name.Value)] = b
+	}
+	return out
+}
+
+// yamlJSON turns a YAML node into the JSON value it spells. Scalars keep
+// YAML's reading of numbers, booleans and null, and every other scalar is
+// its text: an unquoted date stays the string it reads as, where decoding
+// into any would make it a time. Aliases are followed.
+func yamlJSON(n *yaml.Node) any {
+	switch n.Kind {
+	case yaml.DocumentNode:
+		if len(n.Content) > 0 {
+			return yamlJSON(n.Content[0])
+		}
+		return nil
+	case yaml.AliasNode:
+		return yamlJSON(n.Alias)
+	case yaml.MappingNode:
+		m := make(map[string]any, len(n.Content)/2)
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			m[n.Content[i].Value] = yamlJSON(n.Content[i+1])
+		}
+		return m
+	case yaml.SequenceNode:
+		out := make([]any, len(n.Content))
+		for i, c := range n.Content {
+			out[i] = yamlJSON(c)
+		}
+		return out
+	}
+	switch n.Tag {
+	case "!!int", "!!float", "!!bool", "!!null":
+		var v any
+		if n.Decode(&v) == nil {
+			return v
+		}
+	}
+	return n.Value
+}
+
 // fileFields returns the scalar fields of a mapping node, reporting a node
 // that is not a mapping, an unknown key and a value that is not a scalar.
 func fileFields(n *yaml.Node, what string, known []string, bad func(int, string, ...any)) map[string]*yaml.Node {
@@ -448,6 +570,10 @@ type options struct {
 	thinkingRepair  bool
 	thinkingBytes   int64
 	thinkingTTL     time.Duration
+	// envelopes are the phases envelopes are judged by; nil is the
+	// orchestrator protocol's five.
+	envelopes       *envelope.Set
+	envelopeRetries int
 	// redisURL, when set, is the Redis the replicas share.
 	redisURL proxy.Secret
 	// sources are the settings' values and where each came from, by
@@ -642,6 +768,15 @@ func resolve(v map[string]value, fc fileConfig) (options, error) {
 	o.tokens.CacheBytes = int64(r.num("TOKEN_CACHE_BYTES"))
 	for name, m := range fc.models {
 		o.tokens.Models[name] = m.limits
+	}
+	o.envelopeRetries = r.num("MAX_ENVELOPE_RETRIES")
+	o.proxy.Envelopes = fc.envelopes.rules
+	if len(fc.envelopes.phases) > 0 {
+		set, err := envelope.NewSet(fc.envelopes.phases)
+		if err != nil {
+			r.errs = append(r.errs, fmt.Errorf("%s: envelopes: phases: %w", fc.path, err))
+		}
+		o.envelopes = set
 	}
 	if len(r.errs) > 0 {
 		return o, errors.Join(r.errs...)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/phasegate/phasegate/protocol"
 	"github.com/phasegate/phasegate/proxy"
 )
 
@@ -230,6 +231,12 @@ func TestInvalid(t *testing.T) {
 		{name: "resume TTL without a unit", env: map[string]string{"RESUME_TTL": "600"}, wantIn: "RESUME_TTL=600: must be a duration"},
 		{name: "zero resume bytes", env: map[string]string{"RESUME_MAX_BYTES": "0"}, wantIn: "RESUME_MAX_BYTES=0: must be a whole number of 1 or more"},
 		{name: "bad fail-open", env: map[string]string{"RATE_LIMIT_FAIL_OPEN": "sometimes"}, wantIn: "RATE_LIMIT_FAIL_OPEN=sometimes: must be true or false"},
+		{name: "bad envelope mode in the file", file: "envelopes:\n  models:\n    orch-*: always\n", wantIn: ":4: envelopes: models: orch-*: must be optional, required or off"},
+		{name: "unknown envelopes key", file: "envelopes:\n  phase:\n    x: {}\n", wantIn: ":3: envelopes: unknown key phase; did you mean phases?"},
+		{name: "bad phase schema", file: "envelopes:\n  phases:\n    review:\n      type: nosuchtype\n", wantIn: ":5: envelopes: phases: review: compile the schema of phase review"},
+		{name: "empty envelope mode", file: "envelopes:\n  models:\n    orch-*:\n", wantIn: ":4: envelopes: models: orch-*: must be optional, required or off"},
+		{name: "envelope rule twice", file: "envelopes:\n  models:\n    orch: required\n    orch: optional\n", wantIn: ":5: envelopes: models: orch is set twice (first on line 4)"},
+		{name: "negative envelope retries", env: map[string]string{"MAX_ENVELOPE_RETRIES": "-1"}, wantIn: "MAX_ENVELOPE_RETRIES=-1: must be a whole number of 0 or more"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -293,6 +300,51 @@ func TestSharedSettings(t *testing.T) {
 	}
 	if d.redisURL != "" || !d.proxy.RateLimits.FailOpen || d.proxy.RateLimits != (proxy.RateLimits{FailOpen: true}) || d.proxy.Resume.All {
 		t.Errorf("defaults: redis %q, limits %+v, resume %+v; want no Redis, no limits (failing open), streams not resumable", d.redisURL, d.proxy.RateLimits, d.proxy.Resume)
+	}
+}
+
+// The envelopes section of the config file: rules per model, in the order
+// written, and phases of the operator's own judged like the seed's.
+func TestEnvelopesFromFile(t *testing.T) {
+	file := writeFile(t, `max_envelope_retries: 1
+envelopes:
+  models:
+    orchestrator-*: required
+    planner: optional
+  phases:
+    review:
+      type: object
+      required: [verdict]
+      properties:
+        verdict: {enum: [approve, reject]}
+        since: {const: 2024-01-01}
+        score: {type: number, maximum: 1.5}
+`)
+	o, err := parseOptions(serveCommand, []string{"--config", file}, env(nil), &strings.Builder{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []proxy.EnvelopeRule{{Pattern: "orchestrator-*", Mode: protocol.EnvelopeRequired}, {Pattern: "planner", Mode: protocol.EnvelopeOptional}}
+	if diff := cmp.Diff(want, o.proxy.Envelopes); diff != "" {
+		t.Errorf("envelope rules (-want +got):\n%s", diff)
+	}
+	if o.envelopeRetries != 1 {
+		t.Errorf("envelope retries = %d, want 1", o.envelopeRetries)
+	}
+	if o.envelopes == nil {
+		t.Fatal("no phases read")
+	}
+	if r := o.envelopes.Judge(`{"phase":"review","data":{"verdict":"approve","since":"2024-01-01","score":1.5}}`); !r.Valid {
+		t.Errorf("a review envelope judged %+v, want valid (an unquoted YAML date is the string it reads as)", r)
+	}
+	if r := o.envelopes.Judge(`{"phase":"review","data":{"verdict":"approve","score":2}}`); r.Valid {
+		t.Error("a score over the schema's maximum judged valid")
+	}
+	if r := o.envelopes.Judge(`{"phase":"review","data":{"verdict":"later"}}`); r.Valid {
+		t.Error("a review envelope with a bad verdict judged valid")
+	}
+	if r := o.envelopes.Judge(`{"phase":"analysis","data":{"summary":"s","recommended_splits":1}}`); !r.Valid {
+		t.Errorf("the seed's phases are gone: %+v", r)
 	}
 }
 

@@ -26,7 +26,7 @@ const demoMaxPhaseCycles = 6
 
 var demoCommand = command{name: "phasegate demo", intro: `phasegate demo: a scripted agent talks to simulated models that misbehave like
 DeepSeek on a bad day (a tool loop, a tool call leaked into the text, a
-test-rerun loop), once through the plain pass-through and once through the
+test-rerun loop, a broken orchestrator envelope), once through the plain pass-through and once through the
 guard, and prints what reaches the client each time.
 
 Usage:
@@ -128,7 +128,7 @@ func runDemo(ctx context.Context, args []string, getenv func(string) string, std
 			{"with the guard: " + base + "/two-stage/v1", "/two-stage/v1"},
 		} {
 			fmt.Fprintf(stdout, "\n== %s ==\n", route.title)
-			if err := demoAgent(ctx, base+route.path, sc, stdout); err != nil {
+			if err := demoAgent(ctx, base+route.path, sc, route.path == "/two-stage/v1", stdout); err != nil {
 				return err
 			}
 		}
@@ -143,6 +143,9 @@ type demoScenario struct {
 	model        string
 	prompt       string
 	tools        []openai.Tool
+	// envelope, when set, is the X-Phasegate-Envelope header the agent
+	// sends on the guarded route.
+	envelope string
 	// run executes a tool call; it may keep state across one agent run,
 	// which newRun resets.
 	newRun func() func(name string) string
@@ -179,6 +182,11 @@ func demoScenarios() []demoScenario {
 				}
 			},
 		},
+		{
+			title: "4. An orchestrator's envelope, broken (X-Phasegate-Envelope: required)",
+			story: "An orchestrator wants its answer in a <<<ORCHESTRATOR_RESPONSE>>> envelope; the model\nleaves out a required field and writes an unknown complexity.",
+			model: sim.OrchestratorModel, prompt: "Analyse the codebase (broken).", envelope: "required", newRun: weather,
+		},
 	}
 }
 
@@ -199,9 +207,12 @@ var demoTools = []openai.Tool{
 // demoAgent is an ordinary agent loop: stream a response, execute every
 // tool call it holds, append the results, ask again — until the model
 // answers or demoMaxRequests is reached.
-func demoAgent(ctx context.Context, baseURL string, sc demoScenario, out io.Writer) error {
+func demoAgent(ctx context.Context, baseURL string, sc demoScenario, guarded bool, out io.Writer) error {
 	cfg := openai.DefaultConfig("demo-key")
 	cfg.BaseURL = baseURL
+	if sc.envelope != "" && guarded {
+		cfg.HTTPClient = &http.Client{Transport: headerTransport{"X-Phasegate-Envelope": sc.envelope}}
+	}
 	client := openai.NewClientWithConfig(cfg)
 	msgs := []openai.ChatCompletionMessage{{Role: openai.ChatMessageRoleUser, Content: sc.prompt}}
 	runTool := sc.newRun()
@@ -271,6 +282,17 @@ func demoAgent(ctx context.Context, baseURL string, sc demoScenario, out io.Writ
 	}
 	fmt.Fprintf(out, "  stopped by the demo after %d requests and %d tool executions: the model never answered.\n", demoMaxRequests, executed)
 	return nil
+}
+
+// headerTransport adds its headers to every request.
+type headerTransport map[string]string
+
+func (h headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	for k, v := range h {
+		r.Header.Set(k, v)
+	}
+	return http.DefaultTransport.RoundTrip(r)
 }
 
 func demoToolResult(name string) string {

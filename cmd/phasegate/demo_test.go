@@ -25,8 +25,8 @@ func TestDemo(t *testing.T) {
 		t.Errorf("the demo does not start by saying its settings:\n%s", text)
 	}
 	sections := strings.Split(text, "== with the guard")
-	if len(sections) != 4 {
-		t.Fatalf("want three scenarios, each with and without the guard; got:\n%s", text)
+	if len(sections) != 5 {
+		t.Fatalf("want four scenarios, each with and without the guard; got:\n%s", text)
 	}
 	for _, want := range []string{
 		"stopped by the demo after 6 requests",                       // looping, without the guard
@@ -35,6 +35,9 @@ func TestDemo(t *testing.T) {
 		"<｜tool▁calls▁begin｜>",                                       // the leak, shown raw without the guard
 		"its last two identical runs gave the same result",           // the test-rerun loop stopped
 		"Final answer (simulated): one test still fails after my",    // ... with an answer
+		`"estimated_complexity": "huge"`,                             // the broken envelope, shown without the guard
+		"**System Notice**: The orchestrator envelope could not be used (missing required field data.recommended_splits)",
+		`"recommended_splits": 3`, // ... and the envelope the guard asked again for
 	} {
 		if !strings.Contains(text, want) {
 			t.Errorf("demo output lacks %q", want)

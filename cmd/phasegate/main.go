@@ -291,6 +291,8 @@ func newHandler(ctx context.Context, o options, log *slog.Logger, tp *sdktrace.T
 			HideNotices:          !o.showNotices,
 			PlanTools:            o.planTools,
 			RepeatableTools:      o.repeatableTools,
+			Envelopes:            o.envelopes,
+			MaxEnvelopeRetries:   o.envelopeRetries,
 			Metrics:              m,
 		}, tracer)
 	}

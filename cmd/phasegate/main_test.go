@@ -3,10 +3,13 @@ package main
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"sort"
 	"strings"
 	"sync"
@@ -21,7 +24,16 @@ import (
 	"github.com/phasegate/phasegate/sim"
 )
 
+// runMainEnv, set to 1, makes the test binary run the gateway's main
+// instead of the tests: TestProcessShutdown starts it so, as a process of
+// its own, and signals it.
+const runMainEnv = "PHASEGATE_TEST_RUN_MAIN"
+
 func TestMain(m *testing.M) {
+	if os.Getenv(runMainEnv) == "1" {
+		main() // exits 1 on error
+		os.Exit(0)
+	}
 	// TestRunReadHeaderTimeout waits this long; the gateway's own is 10s.
 	readHeaderTimeout = time.Second
 	goleak.VerifyTestMain(m)
@@ -563,13 +575,15 @@ func TestRunFails(t *testing.T) {
 
 // TestRunClientKeys: PHASEGATE_API_KEYS gates the gateway: without one of
 // its keys a request gets a 401, with one the simulated model answers, a
-// key's project is the request's, and no key reaches the log.
+// key's project is the request's (the guard signs calls with it, so the
+// request declares a tool), and no key reaches the log.
 func TestRunClientKeys(t *testing.T) {
 	const key, projectKey = "pg-test-key-alpha", "pg-test-key-beta"
 	g := start(t, nil, map[string]string{"PHASEGATE_API_KEYS": key + ", " + projectKey + ":proj-beta"})
 	ask := func(auth string) *http.Response {
 		req, err := http.NewRequest(http.MethodPost, g.url+"/v1/chat/completions",
-			strings.NewReader(`{"model":"phasegate-sim","messages":[{"role":"user","content":"hi"}]}`))
+			strings.NewReader(`{"model":"phasegate-sim","messages":[{"role":"user","content":"hi"}],`+
+				`"tools":[{"type":"function","function":{"name":"read_file","parameters":{"type":"object"}}}]}`))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -677,5 +691,71 @@ func TestRunShutdownEndsStreams(t *testing.T) {
 	}
 	if err := g.stop(t); err != nil {
 		t.Errorf("run returned %v, want nil", err)
+	}
+}
+
+// TestRunShutdownUnanswered: a request whose upstream has not answered when
+// the shutdown grace runs out gets a 503 in OpenAI's shape (code
+// shutting_down), streamed or not, and run returns nil.
+func TestRunShutdownUnanswered(t *testing.T) {
+	t.Parallel()
+	arrived := make(chan struct{}, 2)
+	release := make(chan struct{})
+	_, usrv := proxytest.NewServer(t, func(proxytest.Received) sim.Reply {
+		arrived <- struct{}{}
+		<-release
+		return sim.NewStream("gpt-5").Role().Content("late").Finish("stop").Done().Reply()
+	})
+	var once sync.Once
+	t.Cleanup(func() { once.Do(func() { close(release) }) }) // before the double's Close
+	g := start(t, nil, map[string]string{"OPENAI_BASE_URL": usrv.URL + "/v1", "SHUTDOWN_TIMEOUT": "300ms"})
+
+	type result struct {
+		status int
+		body   string
+		err    error
+	}
+	send := func(stream bool) <-chan result {
+		got := make(chan result, 1)
+		body := fmt.Sprintf(`{"model":"gpt-5","stream":%t,"messages":[{"role":"user","content":"hi"}]}`, stream)
+		req, _ := http.NewRequestWithContext(testContext(t), http.MethodPost, g.url+"/v1/chat/completions", strings.NewReader(body))
+		go func() {
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				got <- result{err: err}
+				return
+			}
+			defer resp.Body.Close()
+			b, err := io.ReadAll(resp.Body)
+			got <- result{resp.StatusCode, string(b), err}
+		}()
+		return got
+	}
+	results := map[bool]<-chan result{false: send(false), true: send(true)}
+	for range results {
+		select {
+		case <-arrived:
+		case <-time.After(wait):
+			t.Fatalf("the requests never reached the upstream\n%s", g.log)
+		}
+	}
+
+	if err := g.stop(t); err != nil {
+		t.Errorf("run = %v, want nil", err)
+	}
+	for stream, got := range results {
+		var r result
+		select {
+		case r = <-got:
+		case <-time.After(wait):
+			t.Fatalf("stream=%t: no answer after the shutdown", stream)
+		}
+		var e struct {
+			Error struct{ Type, Code, Message string }
+		}
+		if r.err != nil || r.status != http.StatusServiceUnavailable || json.Unmarshal([]byte(r.body), &e) != nil ||
+			e.Error.Code != "shutting_down" || e.Error.Message == "" {
+			t.Errorf("stream=%t: got %d %q (%v), want a 503 with an OpenAI-style shutting_down error", stream, r.status, r.body, r.err)
+		}
 	}
 }

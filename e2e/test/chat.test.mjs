@@ -107,7 +107,8 @@ for (const route of ['v1', 'standard/v1']) {
       assert.equal(data._request_id, id, 'the SDK reads back the X-Request-Id we sent');
       assert.equal(response.headers.get('x-request-id'), id);
       assert.equal(response.headers.get('x-phasegate-provider'), 'openai');
-      assert.equal(response.headers.get('x-phasegate-protocol'), route === 'v1' ? 'two-stage' : 'standard');
+      // Without tools the guard has nothing to judge: /v1 passes it through too.
+      assert.equal(response.headers.get('x-phasegate-protocol'), 'standard');
     });
 
     test('usage survives streaming with include_usage, vendor fields included', async () => {
@@ -301,10 +302,26 @@ describe('/v1 with the two-stage guard', () => {
     }
     assert.equal(chunks.at(-1).phasegate.phase, 'complete');
 
-    const completion = await client.chat.completions.create({ model, messages: user('hi') }, { headers: { ...opts('text', id).headers } });
+    const completion = await client.chat.completions.create(
+      { model, messages: user('hi'), tools: [want.weatherTool] },
+      { headers: { ...opts('text', id).headers } },
+    );
     assert.equal(completion.phasegate?.request_id, id);
     assert.equal(completion.phasegate.phase, 'complete');
     assert.equal(completion.choices[0].message.content, want.text);
+  });
+
+  test('a request without tools is passed through: the upstream answer as it came, no phase metadata', async () => {
+    const id = requestID('no-tools');
+    const { data, response } = await client.chat.completions
+      .create({ model, messages: user('hi') }, opts('text', id))
+      .withResponse();
+    assert.equal(response.headers.get('x-phasegate-protocol'), 'standard');
+    assert.equal(data.phasegate, undefined, `a tool-less answer carries no phase metadata: ${JSON.stringify(data)}`);
+    assert.equal(data.choices[0].message.content, want.text);
+    const got = await double.requests(id);
+    assert.equal(got.length, 1);
+    assert.equal(got[0].body.stream, undefined, 'the request went upstream as it came, not made to stream');
   });
 
   test('a repeated tool call is refused and the model re-asked, within one SDK call', async () => {

@@ -64,7 +64,9 @@ test('the README starts the gateway the way these tests do', () => {
 
 test('the curl example streams an answer', () => {
   const out = runs('bash', ['-c', example('sh')]);
-  assert.match(out, /^data: \{"id":"chatcmpl-/m);
+  // A tool-less request is passed through: the chunks are the simulated
+  // model's own bytes, whose keys are not in OpenAI's order.
+  assert.match(out, /^data: \{.*"id":"chatcmpl-/m);
   assert.match(out, /^data: \[DONE\]$/m);
 });
 

@@ -1,0 +1,262 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// A case is a scenario of the mock at a concurrency.
+type benchCase struct {
+	name        string
+	scenario    string
+	stream      bool
+	tools       bool // the request always declares a tool
+	concurrency int
+	requests    int
+}
+
+// allCases are the cases of issue 14's table.
+var allCases = []benchCase{
+	{name: "small-c1", scenario: "small", concurrency: 1, requests: 1500},
+	{name: "small-c32", scenario: "small", concurrency: 32, requests: 4000},
+	{name: "stream-c1", scenario: "stream", stream: true, concurrency: 1, requests: 150},
+	{name: "stream-c32", scenario: "stream", stream: true, concurrency: 32, requests: 640},
+	{name: "paced-c64", scenario: "paced", stream: true, concurrency: 64, requests: 640},
+	{name: "tool-c8", scenario: "tool", stream: true, tools: true, concurrency: 8, requests: 800},
+}
+
+func pickCases(cfg config) ([]benchCase, error) {
+	var out []benchCase
+	for _, c := range allCases {
+		if cfg.cases == "" || slices.Contains(strings.Split(cfg.cases, ","), c.name) {
+			c.requests = max(1, int(float64(c.requests)*cfg.scale))
+			out = append(out, c)
+		}
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("no case named in -cases %q", cfg.cases)
+	}
+	return out, nil
+}
+
+// A target is where a case's requests go.
+type target struct {
+	name   string
+	direct bool   // to the mock
+	path   string // of the gateway
+	tools  bool   // declare a tool
+}
+
+func (c benchCase) targets() []target {
+	ts := []target{
+		{name: "direct", direct: true, path: "/v1/chat/completions"},
+		{name: "standard", path: "/standard/v1/chat/completions"},
+		{name: "v1", path: "/v1/chat/completions"},
+	}
+	if !c.tools {
+		ts = append(ts, target{name: "v1+tools", path: "/v1/chat/completions", tools: true})
+	}
+	return ts
+}
+
+const toolsField = `,"tools":[{"type":"function","function":{"name":"read_file","description":"Read a file of the repository.",` +
+	`"parameters":{"type":"object","properties":{"path":{"type":"string"},"line":{"type":"integer"}},"required":["path"]}}}]`
+
+func (c benchCase) body(t target) []byte {
+	var b strings.Builder
+	b.WriteString(`{"model":"gpt-4o","messages":[{"role":"system","content":"You are a coding agent."},` +
+		`{"role":"user","content":"The handler test fails with a closed stream. Find out why."}]`)
+	if c.stream {
+		b.WriteString(`,"stream":true,"stream_options":{"include_usage":true}`)
+	}
+	if c.tools || t.tools {
+		b.WriteString(toolsField)
+	}
+	b.WriteString("}")
+	return []byte(b.String())
+}
+
+// measurement is one case on one target in one round.
+type measurement struct {
+	requests   int
+	failed     int
+	firstFail  string
+	wall       time.Duration
+	gatewayCPU time.Duration
+	mockCPU    time.Duration
+	peakRSS    int64
+	latency    []time.Duration // whole request
+	firstEvent []time.Duration // to the first SSE event (streams)
+	firstToken []time.Duration // to the first content or tool-call event
+	events     int             // SSE events received, [DONE] included
+}
+
+// measure runs one case on one target and reads the processes' CPU time
+// around it; the gateway's RSS is sampled every 50 ms meanwhile.
+func measure(ctx context.Context, cfg config, st *stack, c benchCase, t target) (*measurement, error) {
+	base := st.gatewayURL
+	if t.direct {
+		base = st.mockURL
+	}
+	client := newClient(c.concurrency)
+	defer client.CloseIdleConnections()
+	m := &measurement{requests: c.requests}
+	stopRSS := sampleRSS(st.gatewayPID, &m.peakRSS)
+	g0, m0 := cpuOf(st.gatewayPID), cpuOf(st.mockPID)
+	start := time.Now()
+	var next atomic.Int64
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	body := c.body(t)
+	for range c.concurrency {
+		wg.Go(func() {
+			for ctx.Err() == nil && next.Add(1) <= int64(c.requests) {
+				r := do(ctx, client, base+t.path, c, body, cfg.requestTimeout)
+				mu.Lock()
+				m.add(r)
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	m.wall = time.Since(start)
+	m.gatewayCPU, m.mockCPU = cpuOf(st.gatewayPID)-g0, cpuOf(st.mockPID)-m0
+	stopRSS()
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+func (m *measurement) add(r result) {
+	if r.err != "" {
+		m.failed++
+		if m.firstFail == "" {
+			m.firstFail = r.err
+		}
+		return
+	}
+	m.latency = append(m.latency, r.total)
+	m.events += r.events
+	if r.firstEvent > 0 {
+		m.firstEvent = append(m.firstEvent, r.firstEvent)
+	}
+	if r.firstToken > 0 {
+		m.firstToken = append(m.firstToken, r.firstToken)
+	}
+}
+
+func newClient(concurrency int) *http.Client {
+	return &http.Client{Transport: &http.Transport{
+		Proxy:               nil,
+		DialContext:         (&net.Dialer{Timeout: 10 * time.Second}).DialContext,
+		MaxIdleConns:        concurrency * 2,
+		MaxIdleConnsPerHost: concurrency * 2,
+		IdleConnTimeout:     30 * time.Second,
+		DisableCompression:  true,
+	}}
+}
+
+type result struct {
+	err                           string
+	total, firstEvent, firstToken time.Duration
+	events                        int
+}
+
+// do makes one request and reads its answer to the end.
+func do(ctx context.Context, client *http.Client, url string, c benchCase, body []byte, timeout time.Duration) result {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+	if err != nil {
+		return result{err: err.Error()}
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer sk-client")
+	req.Header.Set("X-Bench-Scenario", c.scenario)
+	start := time.Now()
+	resp, err := client.Do(req)
+	if err != nil {
+		return result{err: err.Error()}
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 300))
+		return result{err: fmt.Sprintf("status %d: %s", resp.StatusCode, b)}
+	}
+	if !c.stream {
+		b, err := io.ReadAll(resp.Body)
+		if err != nil || !bytes.Contains(b, []byte(`"choices"`)) {
+			return result{err: fmt.Sprintf("not a completion: %v %.200s", err, b)}
+		}
+		return result{total: time.Since(start)}
+	}
+	r := readStream(resp.Body, start)
+	r.total = time.Since(start)
+	return r
+}
+
+// readStream reads SSE events to [DONE].
+func readStream(body io.Reader, start time.Time) result {
+	var r result
+	br := bufio.NewReaderSize(body, 16<<10)
+	for {
+		line, err := br.ReadSlice('\n')
+		if err != nil {
+			r.err = fmt.Sprintf("stream ended without [DONE]: %v", err)
+			return r
+		}
+		data, ok := bytes.CutPrefix(line, []byte("data: "))
+		if !ok {
+			continue
+		}
+		r.events++
+		if r.firstEvent == 0 {
+			r.firstEvent = time.Since(start)
+		}
+		if bytes.HasPrefix(data, []byte("[DONE]")) {
+			return r
+		}
+		if bytes.HasPrefix(data, []byte(`{"error"`)) {
+			r.err = string(bytes.TrimSpace(data))
+			return r
+		}
+		if r.firstToken == 0 && token(data) {
+			r.firstToken = time.Since(start)
+		}
+	}
+}
+
+// token reports whether an event carries content or a tool call.
+func token(data []byte) bool {
+	_, after, ok := bytes.Cut(data, []byte(`"content":"`))
+	return ok && len(after) > 0 && after[0] != '"' || bytes.Contains(data, []byte(`"tool_calls"`))
+}
+
+// warmUp sends each case's request once through every route.
+func warmUp(ctx context.Context, cfg config, st *stack) error {
+	client := newClient(1)
+	defer client.CloseIdleConnections()
+	for _, c := range allCases {
+		for _, t := range c.targets() {
+			base := st.gatewayURL
+			if t.direct {
+				base = st.mockURL
+			}
+			if r := do(ctx, client, base+t.path, c, c.body(t), cfg.requestTimeout); r.err != "" {
+				return fmt.Errorf("warm-up %s via %s: %s", c.name, t.name, r.err)
+			}
+		}
+	}
+	return nil
+}

@@ -1,0 +1,361 @@
+package protocol
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/phasegate/phasegate/envelope"
+	"github.com/phasegate/phasegate/metrics"
+	"github.com/phasegate/phasegate/protocol/chat"
+	"github.com/phasegate/phasegate/tools"
+)
+
+// EnvelopeMode is whether the guard judges the orchestrator envelopes of
+// an answer (seed 002), and whether an answer must carry one.
+type EnvelopeMode string
+
+// Envelope modes.
+const (
+	// EnvelopeOff leaves the answer's text alone.
+	EnvelopeOff EnvelopeMode = ""
+	// EnvelopeOptional judges an envelope the answer writes: a broken one
+	// is asked again, a missing one is not.
+	EnvelopeOptional EnvelopeMode = "optional"
+	// EnvelopeRequired also asks again an answer that writes none.
+	EnvelopeRequired EnvelopeMode = "required"
+)
+
+// ParseEnvelopeMode reads a mode as the X-Phasegate-Envelope header and
+// the config file spell it: optional, required, or off ("" is off too).
+func ParseEnvelopeMode(s string) (EnvelopeMode, error) {
+	switch m := EnvelopeMode(strings.ToLower(strings.TrimSpace(s))); m {
+	case EnvelopeOptional, EnvelopeRequired:
+		return m, nil
+	case "", "off":
+		return EnvelopeOff, nil
+	default:
+		return EnvelopeOff, fmt.Errorf("must be optional, required or off, got %q", s)
+	}
+}
+
+// DefaultMaxEnvelopeRetries is the number of re-asks phasegate starts with
+// for an answer whose envelope is invalid, or missing when required.
+const DefaultMaxEnvelopeRetries = 2
+
+// MaxEnvelopeBytes bounds an envelope the guard holds back: an envelope
+// still open past it is judged invalid, so a model that never writes the
+// end delimiter cannot make the gateway hold the whole answer.
+const MaxEnvelopeBytes = 256 << 10
+
+// Envelope outcomes, the outcome label of phasegate_envelopes_total.
+const (
+	envelopeValid    = "valid"    // as written
+	envelopeRepaired = "repaired" // valid once repaired
+	envelopeRetried  = "retried"  // invalid or missing, asked again
+	envelopeFallback = "fallback" // budget spent; the keyword fallback matched
+	envelopeInvalid  = "invalid"  // budget spent; nothing matched either
+	envelopeMissing  = "missing"  // optional and not written
+)
+
+// EnvelopeReport is the verdict on a response's envelope, the "envelope"
+// field of the phase metadata of its last chunks (and of a non-streaming
+// answer's top-level phasegate object).
+type EnvelopeReport struct {
+	// Phase is the phase of the last envelope judged; "" when none.
+	Phase envelope.Phase `json:"phase"`
+	// Found is whether the answer wrote a complete envelope.
+	Found bool `json:"found"`
+	// Valid is whether the forwarded envelope satisfies its phase schema.
+	Valid bool `json:"valid"`
+	// Repaired is whether the forwarded envelope is the repaired JSON.
+	Repaired bool `json:"repaired"`
+	// Errors says what is wrong when not Valid.
+	Errors []string `json:"errors"`
+	// Retries is the number of re-asks the envelope took.
+	Retries int `json:"retries"`
+	// Fallback is the keyword fallback's verdict on the answer's text when
+	// no valid envelope was forwarded (empty when no keyword matched);
+	// null when one was.
+	Fallback []envelope.Signal `json:"fallback"`
+}
+
+// envelopeRun is the envelope state of one request.
+type envelopeRun struct {
+	mode    EnvelopeMode
+	set     *envelope.Set
+	max     int
+	retries int
+	scan    envelope.Scanner
+	// said is the content of the answer being read, up to MaxEnvelopeBytes,
+	// for the keyword fallback.
+	said strings.Builder
+	// report is the verdict on the answer being read; nil until an
+	// envelope was judged or the answer ended.
+	report *EnvelopeReport
+	// dropping: the open envelope outgrew MaxEnvelopeBytes with no re-ask
+	// left, and is discarded up to its end delimiter.
+	dropping bool
+}
+
+func newEnvelopeRun(mode EnvelopeMode, set *envelope.Set, max int) *envelopeRun {
+	if mode == EnvelopeOff {
+		return nil
+	}
+	if set == nil {
+		set = envelope.Default()
+	}
+	return &envelopeRun{mode: mode, set: set, max: max}
+}
+
+// passes reports whether content can go out as it came: no envelope is
+// open or may be starting, and content cannot start one. Content that
+// passes is kept for the keyword fallback; what does not goes to say.
+func (e *envelopeRun) passes(content string) bool {
+	if e == nil {
+		return true
+	}
+	if e.scan.Inside() || e.scan.Held() > 0 || strings.IndexByte(content, '<') >= 0 {
+		return false
+	}
+	e.keep(content)
+	return true
+}
+
+func (e *envelopeRun) keep(content string) {
+	if n := MaxEnvelopeBytes - e.said.Len(); n > 0 {
+		e.said.WriteString(content[:min(n, len(content))])
+	}
+}
+
+// reset starts the next answer: the rule applies to each answer, so the
+// verdict on an earlier one (refused for its tool call, say) does not
+// stand for the next.
+func (e *envelopeRun) reset() {
+	e.scan = envelope.Scanner{}
+	e.said.Reset()
+	e.report, e.dropping = nil, false
+}
+
+// say writes the model's content through the envelope scan: text outside
+// an envelope goes out at once, an envelope once it is complete and
+// judged. It returns a refusal when an envelope must be asked again. raw,
+// when set, is the upstream chunk that carried content and nothing else:
+// when the scan gives the content back whole, the chunk goes out as it
+// came rather than rebuilt.
+func (r *guardRun) say(ctx context.Context, a *upstreamAnswer, content string, raw []byte) (*refusal, bool, error) {
+	if r.env == nil {
+		return nil, false, r.writeContent(content)
+	}
+	r.env.keep(content)
+	parts := r.env.scan.Feed(content)
+	if raw != nil && len(parts) == 1 && !parts[0].Envelope && len(parts[0].Text) == len(content) {
+		r.roleSent, r.afterNotice = true, false
+		return nil, false, r.s.emit(Event{Kind: KindChunk, Data: raw, Ext: r.ext})
+	}
+	for _, p := range parts {
+		if !p.Envelope {
+			if err := r.writeContent(p.Text); err != nil {
+				return nil, false, err
+			}
+			continue
+		}
+		if r.env.dropping {
+			r.env.dropping = false // the end of an envelope given up on
+			continue
+		}
+		if ref, done, err := r.judgeEnvelope(ctx, a, p.Text); done || err != nil {
+			return ref, done, err
+		}
+	}
+	switch {
+	case r.env.dropping:
+		r.env.scan.Discard()
+	case r.env.scan.Held() > MaxEnvelopeBytes:
+		ref, done, err := r.envelopeFailed(ctx, a, envelope.Result{
+			Errors: []string{fmt.Sprintf("the envelope is over %d bytes without its end delimiter %s", MaxEnvelopeBytes, envelope.EndDelimiter)}}, false)
+		if ref == nil && err == nil {
+			// No re-ask left: the envelope is dropped up to its end.
+			r.env.dropping = true
+			r.env.scan.Discard()
+		}
+		return ref, done, err
+	}
+	return nil, false, nil
+}
+
+// judgeEnvelope judges one complete envelope: a valid one is forwarded (the
+// repaired JSON when it was repaired), an invalid one asked again or, with
+// the budget spent, held back and reported.
+func (r *guardRun) judgeEnvelope(ctx context.Context, a *upstreamAnswer, body string) (*refusal, bool, error) {
+	res := r.env.set.Judge(body)
+	if !res.Valid {
+		return r.envelopeFailed(ctx, a, res, false)
+	}
+	outcome := envelopeValid
+	text := envelope.StartDelimiter + body + envelope.EndDelimiter
+	if res.Repaired {
+		outcome = envelopeRepaired
+		text = envelope.StartDelimiter + "\n" + res.JSON + "\n" + envelope.EndDelimiter
+	}
+	r.env.report = &EnvelopeReport{Phase: res.Phase, Found: true, Valid: true, Repaired: res.Repaired, Errors: []string{}, Retries: r.env.retries}
+	r.countEnvelope(ctx, res.Phase, outcome, "")
+	return nil, false, r.writeContent(text)
+}
+
+// envelopeAtEnd settles the envelope rule when the answer finished
+// without a tool call: held text goes out, an open envelope is invalid,
+// and a missing one is asked again when required. A re-ask decided here
+// is returned with done false: the answer is read on to its usage, which
+// follows the finish, and the refusal is the caller's at its end.
+func (r *guardRun) envelopeAtEnd(ctx context.Context, a *upstreamAnswer) (*refusal, bool, error) {
+	if r.env == nil {
+		return nil, false, nil
+	}
+	parts, err := r.env.scan.Flush()
+	if r.env.dropping {
+		return nil, false, nil // reported when it was given up on
+	}
+	if errors.Is(err, envelope.ErrUnterminated) {
+		return r.envelopeFailed(ctx, a, envelope.Result{Errors: []string{"missing end delimiter " + envelope.EndDelimiter}}, true)
+	}
+	for _, p := range parts {
+		if err := r.writeContent(p.Text); err != nil {
+			return nil, false, err
+		}
+	}
+	if r.env.report != nil {
+		return nil, false, nil
+	}
+	missing := envelope.Result{Errors: []string{"missing start delimiter " + envelope.StartDelimiter}}
+	if r.env.mode == EnvelopeRequired {
+		return r.envelopeFailed(ctx, a, missing, true)
+	}
+	r.env.report = &EnvelopeReport{Errors: missing.Errors, Fallback: r.env.fallback()}
+	r.countEnvelope(ctx, "", envelopeMissing, "")
+	return nil, false, nil
+}
+
+// envelopeFailed asks an invalid or missing envelope again while the
+// budget allows: the answer is closed and nothing of the envelope reached
+// the client. With the budget spent, the envelope stays held back and the
+// report carries its errors and the keyword fallback's verdict.
+//
+// atFinish is whether the answer has finished: it is then read on to its
+// usage rather than closed, and the refusal returned with done false.
+func (r *guardRun) envelopeFailed(ctx context.Context, a *upstreamAnswer, res envelope.Result, atFinish bool) (*refusal, bool, error) {
+	if r.env.retries < r.env.max {
+		if !atFinish {
+			a.close()
+			if a.usage == nil {
+				r.s.estimateUsage(a.req, a.prompt, string(a.rd.gen))
+			}
+		}
+		r.countEnvelope(ctx, res.Phase, envelopeRetried, strings.Join(res.Errors, "; "))
+		content, reasoning, err := a.rd.saidText()
+		if err != nil {
+			return nil, false, &GuardError{Err: fmt.Errorf("decode what the answer said: %w", err)}
+		}
+		ref, err := refuse(chat.ToolCall{}, tools.Judgement{}, content, reasoning, "")
+		if err != nil {
+			return nil, false, err
+		}
+		ref.envelope = &res
+		return ref, !atFinish, nil
+	}
+	signals := r.env.fallback()
+	outcome := envelopeInvalid
+	if len(signals) > 0 {
+		outcome = envelopeFallback
+	}
+	r.env.report = &EnvelopeReport{Phase: res.Phase, Found: res.Found, Errors: res.Errors, Retries: r.env.retries, Fallback: signals}
+	r.countEnvelope(ctx, res.Phase, outcome, strings.Join(res.Errors, "; "))
+	return nil, false, nil
+}
+
+// fallback is the keyword fallback's verdict on the answer's content: an
+// empty list when nothing matched.
+func (e *envelopeRun) fallback() []envelope.Signal {
+	if s := envelope.Fallback(e.said.String()); s != nil {
+		return s
+	}
+	return []envelope.Signal{}
+}
+
+// countEnvelope counts and traces one verdict. The phase label is a phase
+// of the set or "none", so a model cannot grow the label space.
+func (r *guardRun) countEnvelope(ctx context.Context, phase envelope.Phase, outcome, reason string) {
+	label := string(phase)
+	if !r.env.set.Known(phase) {
+		label = "none"
+	}
+	r.g.cfg.Metrics.Envelope(label, outcome)
+	if reason != "" {
+		reason = "; " + reason
+	}
+	r.trace(ctx, metrics.Trace{Kind: metrics.TraceEnvelope, Verdict: outcome, Reason: "phase " + label + reason})
+}
+
+// reask puts an envelope refusal to the model: what it said, then the
+// notice that says what was wrong and the exact format.
+func (r *guardRun) reask(ref *refusal) error {
+	r.env.retries++
+	if ref.assistant != nil {
+		r.extra = append(r.extra, *ref.assistant)
+	}
+	first := "the envelope is missing"
+	if len(ref.envelope.Errors) > 0 {
+		// Without the delimiters: the client's own parser must not find
+		// an envelope in the notice line.
+		first = strings.TrimSpace(withoutDelimiters(ref.envelope.Errors[0]))
+	}
+	shown := fmt.Sprintf("The orchestrator envelope could not be used (%s); asking the model again (%d of %d).", first, r.env.retries, r.env.max)
+	return r.notice(r.env.set.Notice(*ref.envelope, ""), shown)
+}
+
+var delimiters = strings.NewReplacer(envelope.StartDelimiter, "", envelope.EndDelimiter, "")
+
+// withoutDelimiters removes the delimiters from s until none is left: one
+// pass would make one of a delimiter wrapped around another.
+func withoutDelimiters(s string) string {
+	for strings.Contains(s, envelope.StartDelimiter) || strings.Contains(s, envelope.EndDelimiter) {
+		s = delimiters.Replace(s)
+	}
+	return s
+}
+
+// dropHeld gives up what the envelope scan holds when the answer ends in a
+// forwarded tool call: a held tail that is no delimiter goes out, an open
+// envelope is counted invalid and never shown.
+func (r *guardRun) dropHeld(ctx context.Context) error {
+	if r.env == nil {
+		return nil
+	}
+	parts, err := r.env.scan.Flush()
+	if errors.Is(err, envelope.ErrUnterminated) {
+		if !r.env.dropping {
+			r.countEnvelope(ctx, "", envelopeInvalid, "missing end delimiter before a tool call")
+		}
+		return nil
+	}
+	for _, p := range parts {
+		if err := r.writeContent(p.Text); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// withEnvelope adds the envelope report to the phase metadata.
+func (r *guardRun) withEnvelope(ext []byte) []byte {
+	if r.env == nil || r.env.report == nil {
+		return ext
+	}
+	b, err := json.Marshal(r.env.report)
+	if err != nil {
+		return ext
+	}
+	return chat.WithExtension(ext, "envelope", b)
+}
