@@ -53,10 +53,12 @@ func (c *chatRequest) startResumable(ctx context.Context, out *streamSink) (sink
 	h := c.h
 	if err := h.streams.Start(ctx, c.id, h.owner(c.r)); err != nil {
 		h.metrics.Resumable(metrics.ResumeDegraded)
-		if !errors.Is(err, store.ErrExists) {
+		if errors.Is(err, store.ErrExists) {
+			c.log.Info("stream served without resume: its X-Request-Id already names a resumable stream")
+		} else {
 			h.metrics.StoreFailed(metrics.StoreResume)
+			c.log.Warn("shared store failed; stream served without resume", "error", err)
 		}
-		c.log.Warn("stream served without resume: its events cannot be kept", "error", err)
 		c.w.Header().Set("X-Phasegate-Resumable", "false")
 		return out, ctx, func() {}
 	}
