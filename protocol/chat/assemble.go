@@ -80,7 +80,7 @@ func (t *chunkTemplate) learn(data []byte, c Chunk, top map[string]json.RawMessa
 	}
 	needle := append([]byte(`"content":`), body...)
 	i := bytes.Index(data, needle)
-	if i < 0 || bytes.Index(data[i+1:], needle) >= 0 {
+	if i < 0 || bytes.Contains(data[i+1:], needle) {
 		return
 	}
 	start, end := i+len(`"content":"`), i+len(needle)-1
