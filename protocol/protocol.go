@@ -119,9 +119,12 @@ type Retry struct {
 	MaxWait  time.Duration
 }
 
-// Prompt is the gateway's count of one upstream request's prompt.
+// Prompt is the gateway's count of one upstream request's prompt. The
+// zero Prompt is a prompt not counted: its size showed that it fits, and
+// Tokens.Prompt counts it where a count is needed after all.
 type Prompt struct {
-	// Counted is the tokenizer's count, framing included.
+	// Counted is the tokenizer's count, framing included; 0 when the
+	// prompt was not counted.
 	Counted int
 	// Estimate is Counted corrected by what the gateway learned of the
 	// model: the prompt_tokens the upstream is expected to report.
@@ -132,8 +135,11 @@ type Prompt struct {
 // The proxy implements it with tokens.Counter.
 type Tokens interface {
 	// Fit makes req fit its model's context window, in place, and returns
-	// its count. An error is the client's (a *chat.Error).
+	// its count, or the zero Prompt when it did not need to count it. An
+	// error is the client's (a *chat.Error).
 	Fit(req *chat.Request) (Prompt, error)
+	// Prompt counts req's prompt, as Fit would.
+	Prompt(req *chat.Request) Prompt
 	// Learn reads an upstream's context-length error (its body) on req,
 	// whose count was p, and learns the model's real limits from it. It
 	// reports whether fitting req again is worth a new call.

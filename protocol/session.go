@@ -190,12 +190,16 @@ func (s *session) refit(ctx context.Context, req *chat.Request, p *Prompt, err e
 	if s.wrote || s.refitted || s.x.Tokens == nil || !errors.As(err, &ue) || ue.Status != http.StatusBadRequest {
 		return false
 	}
+	if p.Counted == 0 {
+		*p = s.x.Tokens.Prompt(req) // learning needs the count the fit skipped
+	}
 	if !s.x.Tokens.Learn(req, *p, ue.Body) {
 		return false
 	}
 	s.refitted = true
 	np, ferr := s.x.Tokens.Fit(req)
-	if ferr != nil || np.Counted >= p.Counted {
+	// A fit that did not count kept the request as it was.
+	if ferr != nil || np.Counted == 0 || np.Counted >= p.Counted {
 		return false // no smaller fit is possible: the upstream's 400 stands
 	}
 	*p = np
@@ -339,8 +343,12 @@ func (s *session) addUsage(raw json.RawMessage, p Prompt) {
 // estimateUsage stands in for the usage of a call closed before the
 // upstream reported it: the gateway's count of the call's prompt (the
 // learned ratio applied) and the tokenizer's count of what it generated.
-// Without a tokenizer it falls back to four bytes a token.
+// A prompt the fit did not count is counted now. Without a tokenizer it
+// falls back to four bytes a token.
 func (s *session) estimateUsage(req *chat.Request, p Prompt, generated string) {
+	if p.Counted == 0 && s.x.Tokens != nil {
+		p = s.x.Tokens.Prompt(req)
+	}
 	prompt, completion := p.Estimate, (len(generated)+3)/4
 	if prompt == 0 {
 		prompt = req.EncodedLen() / 4

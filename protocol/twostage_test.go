@@ -1797,6 +1797,11 @@ func (f fitFunc) Fit(req *chat.Request) (protocol.Prompt, error) {
 
 func (fitFunc) Learn(*chat.Request, protocol.Prompt, []byte) bool { return false }
 
+func (fitFunc) Prompt(req *chat.Request) protocol.Prompt {
+	n := req.EncodedLen() / 4
+	return protocol.Prompt{Counted: n, Estimate: n}
+}
+
 func (fitFunc) Count(_, text string) int { return (len(text) + 3) / 4 }
 
 // isInvalidResponse reports an upstream answer that is not a completion,

@@ -473,7 +473,9 @@ func (c *chatRequest) fit() error {
 		return err
 	}
 	c.x.Tokens, c.x.Prompt = tk, protocol.Prompt{Counted: f.PromptTokens, Estimate: f.Estimate}
-	c.w.Header().Set("X-Phasegate-Prompt-Tokens", strconv.Itoa(f.Estimate))
+	if !f.Uncounted {
+		c.w.Header().Set("X-Phasegate-Prompt-Tokens", strconv.Itoa(f.Estimate))
+	}
 	if f.DroppedMessages > 0 || f.Shortened > 0 {
 		c.w.Header().Set("X-Phasegate-Dropped-Messages", strconv.Itoa(f.DroppedMessages))
 		c.w.Header().Set("X-Phasegate-Dropped-Tokens", strconv.Itoa(f.DroppedTokens))

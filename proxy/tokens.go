@@ -13,9 +13,10 @@ type tokenFit struct {
 	capTokens int
 }
 
-// fit fits req in place and returns what fitting did.
+// fit fits req in place and returns what fitting did. A request whose
+// size shows that it fits is not counted (tokens.Counter.FitBounded).
 func (t *tokenFit) fit(req *chat.Request) (tokens.Fit, error) {
-	f, err := t.c.Fit(req.Model, req.Messages, req.Tools, req.MaxTokens, t.capTokens)
+	f, err := t.c.FitBounded(req.Model, req.Messages, req.Tools, req.MaxTokens, t.capTokens)
 	if err != nil {
 		return f, err
 	}
@@ -39,6 +40,11 @@ func (t *tokenFit) Learn(req *chat.Request, p protocol.Prompt, body []byte) bool
 	}
 	t.c.LearnOverflow(req.Model, p.Counted, req.MaxTokens, o)
 	return true
+}
+
+func (t *tokenFit) Prompt(req *chat.Request) protocol.Prompt {
+	n, est := t.c.CountPrompt(req.Model, req.Messages, req.Tools)
+	return protocol.Prompt{Counted: n, Estimate: est}
 }
 
 func (t *tokenFit) Count(model, text string) int { return t.c.Count(model, text) }

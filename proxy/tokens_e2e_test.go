@@ -831,3 +831,49 @@ func tkMedian(d []time.Duration) time.Duration {
 	slices.Sort(s)
 	return s[len(s)/2]
 }
+
+// TestTokensCountedOnlyNearTheWindow: a prompt whose size in bytes cannot
+// reach the budget is sent as it is without being counted, so it has no
+// X-Phasegate-Prompt-Tokens; one that may reach it is counted, and the
+// header is the count.
+func TestTokensCountedOnlyNearTheWindow(t *testing.T) {
+	t.Parallel()
+	counter := tkCounter(t)
+	up, gw := tkGateway(t, tkCounter(t), tkResponder(counter))
+	r := rand.New(rand.NewPCG(7, 14))
+	h := tkHistory{tools: tkTools(), msgs: []openai.ChatCompletionMessage{
+		{Role: openai.ChatMessageRoleSystem, Content: "You are a coding agent."},
+		{Role: openai.ChatMessageRoleUser, Content: tkProse(r, 3000)},
+	}}
+	sent := tkParse(t, tkModel, h.msgs, h.tools)
+	total := tkCount(t, counter, sent) // another counter: the gateway's has counted nothing yet
+	for i, route := range []string{"/standard/v1", "/two-stage/v1"} {
+		t.Run(tkRouteName(route), func(t *testing.T) {
+			id := "tk-uncounted-" + tkRouteName(route)
+			_, hdr, err := tkAsk(testContext(t), tkClient(gw, route, http.Header{"X-Request-Id": {id}}), tkModel, h, false)
+			if err != nil {
+				t.Fatalf("client: %v", err)
+			}
+			if v := hdr.Get("X-Phasegate-Prompt-Tokens"); i == 0 && v != "" {
+				t.Errorf("small prompt: X-Phasegate-Prompt-Tokens = %q, want none (not counted)", v)
+			}
+			if got := tkReceived(t, up, id); len(got.Messages) != len(h.msgs) {
+				t.Errorf("small prompt: upstream got %d of %d messages", len(got.Messages), len(h.msgs))
+			}
+
+			// A cap the prompt fits under, but its bytes do not: counted.
+			capTokens := total * 11 / 10
+			id += "-capped"
+			_, hdr, err = tkAsk(testContext(t), tkClient(gw, route, http.Header{"X-Request-Id": {id}, "X-Phasegate-Max-Prompt-Tokens": {strconv.Itoa(capTokens)}}), tkModel, h, false)
+			if err != nil {
+				t.Fatalf("client: %v", err)
+			}
+			if got := tkHeaderInt(t, hdr, "X-Phasegate-Prompt-Tokens"); got != total {
+				t.Errorf("prompt near its cap: X-Phasegate-Prompt-Tokens = %d, want the count %d", got, total)
+			}
+			if got := tkReceived(t, up, id); len(got.Messages) != len(h.msgs) {
+				t.Errorf("prompt near its cap: upstream got %d of %d messages, want all", len(got.Messages), len(h.msgs))
+			}
+		})
+	}
+}

@@ -226,3 +226,38 @@ func BenchmarkHostileUnsplit(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkFitNewToolResult is an agent's next request: a 20k-token
+// history it sent before (cached), and a new tool result of about 2,000
+// tokens, fitted by Fit, which counts the new result, and by FitBounded,
+// which sees by its size that the prompt cannot reach gpt-4o's window.
+//
+//	go test ./tokens -run '^$' -bench BenchmarkFitNewToolResult -benchmem
+func BenchmarkFitNewToolResult(b *testing.B) {
+	const model = "gpt-4o"
+	code := codeText(b)
+	for _, name := range []string{"Fit", "FitBounded"} {
+		b.Run(name, func(b *testing.B) {
+			c := newCounter(b, DefaultConfig())
+			h := agentHistory(b, c, model, 20_000)
+			h.call("next", "call_next")
+			n := len(h.msgs)
+			fit := c.Fit
+			if name == "FitBounded" {
+				fit = c.FitBounded
+			}
+			i := 0
+			for b.Loop() {
+				b.StopTimer()
+				i++
+				off := (i * 7919) % (len(code) - 9000)
+				h.msgs = h.msgs[:n]
+				h.add("result", map[string]any{"role": "tool", "tool_call_id": "call_next", "content": code[off : off+8000]})
+				b.StartTimer()
+				if _, err := fit(model, h.msgs, nil, 0, 0); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

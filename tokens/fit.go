@@ -32,6 +32,9 @@ type Fit struct {
 	// Shortened is the number of tool results of Messages shortened in
 	// the middle.
 	Shortened int
+	// Uncounted reports that FitBounded kept the request whole without
+	// counting it: PromptTokens and Estimate are 0 (CountPrompt counts it).
+	Uncounted bool
 }
 
 // Fit makes a chat request fit model's context window. maxTokens is the
@@ -60,13 +63,7 @@ func (c *Counter) Fit(model string, msgs []chat.Message, tools []chat.Tool, maxT
 	if err != nil {
 		return Fit{}, err
 	}
-	fixed := replyPriming
-	if len(tools) > 0 {
-		fixed += funcEnd
-		for i := range tools {
-			fixed += c.toolTokens(e, &tools[i])
-		}
-	}
+	fixed := c.fixedTokens(e, tools)
 	total, nonSystem := fixed, 0
 	for i := range msgs {
 		total += c.messageTokens(e, &msgs[i])

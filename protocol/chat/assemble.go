@@ -1,10 +1,12 @@
 package chat
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"sort"
 	"strings"
+	"unicode/utf8"
 )
 
 // Assembler turns the chunks of a stream into the one chat.completion a
@@ -23,12 +25,86 @@ type Assembler struct {
 	finish    *string
 	usage     json.RawMessage
 	extra     map[string]json.RawMessage
+	// tpl reads text chunks without decoding them (see learn).
+	tpl chunkTemplate
+	// decodeAll turns tpl off: the reference it is tested against.
+	decodeAll bool
+}
+
+// chunkTemplate is the shape of a text chunk: the bytes before its content
+// string's body and after it, and what the chunk decoded to. A chunk with
+// the same bytes around a plain string body (no quote, backslash, control
+// character or invalid UTF-8, so the decoder reads it as it is) decodes
+// to the same chunk but for that content, so it is added as the decoded
+// one with its own content.
+type chunkTemplate struct {
+	prefix, suffix []byte
+	chunk          Chunk
+	top            map[string]json.RawMessage
+}
+
+// read returns the content of data when it has the learned shape.
+func (t *chunkTemplate) read(data []byte) (string, bool) {
+	if t.prefix == nil || len(data) < len(t.prefix)+len(t.suffix) || !bytes.HasPrefix(data, t.prefix) || !bytes.HasSuffix(data, t.suffix) {
+		return "", false
+	}
+	mid := data[len(t.prefix) : len(data)-len(t.suffix)]
+	for _, b := range mid {
+		if b < 0x20 || b == '"' || b == '\\' {
+			return "", false
+		}
+	}
+	if !utf8.Valid(mid) {
+		return "", false
+	}
+	return string(mid), true
+}
+
+// learn learns the shape of data, a chunk decoded as c with top-level
+// fields top, when it is a text chunk: one choice, index 0, a content of
+// plain text, no tool calls (whose fragments are not idempotent). The
+// content's body must appear once in data after a "content": key; that it
+// is where the decoder read the content from is checked by decoding data
+// with another body there. Called until one chunk of an answer is learned.
+func (t *chunkTemplate) learn(data []byte, c Chunk, top map[string]json.RawMessage) {
+	if len(c.Choices) != 1 || c.Choices[0].Index != 0 {
+		return
+	}
+	d := &c.Choices[0].Delta
+	if d.Content == nil || *d.Content == "" || len(d.ToolCalls) > 0 {
+		return
+	}
+	body, err := json.Marshal(*d.Content)
+	if err != nil || len(body) != len(*d.Content)+2 {
+		return // the content needs escapes: its chunks are decoded
+	}
+	needle := append([]byte(`"content":`), body...)
+	i := bytes.Index(data, needle)
+	if i < 0 || bytes.Contains(data[i+1:], needle) {
+		return
+	}
+	start, end := i+len(`"content":"`), i+len(needle)-1
+	const probe = "phasegate-probe"
+	test := append(append(append([]byte{}, data[:start]...), probe...), data[end:]...)
+	pc, err := DecodeChunk(test)
+	if err != nil || len(pc.Choices) != 1 || pc.Choices[0].Delta.Content == nil || *pc.Choices[0].Delta.Content != probe {
+		return
+	}
+	kept := bytes.Clone(data)
+	t.prefix, t.suffix = kept[:start:start], kept[end:]
+	t.chunk, t.top = c, top
 }
 
 var chunkKnown = map[string]bool{"id": true, "object": true, "created": true, "model": true, "system_fingerprint": true, "choices": true, "usage": true}
 
-// Add takes the data of one chunk.
+// Add takes the data of one chunk. A text chunk with the shape of one
+// decoded before is read without decoding (see chunkTemplate); data is
+// not kept.
 func (a *Assembler) Add(data []byte) error {
+	if text, ok := a.tpl.read(data); ok {
+		a.apply(&a.tpl.chunk, a.tpl.top, &text)
+		return nil
+	}
 	c, err := DecodeChunk(data)
 	if err != nil {
 		return err
@@ -37,6 +113,16 @@ func (a *Assembler) Add(data []byte) error {
 	if err := json.Unmarshal(data, &top); err != nil {
 		return fmt.Errorf("decode chunk: %w", err)
 	}
+	a.apply(&c, top, nil)
+	if a.tpl.prefix == nil && !a.decodeAll {
+		a.tpl.learn(data, c, top)
+	}
+	return nil
+}
+
+// apply adds a decoded chunk c, whose top-level fields are top; content,
+// when set, stands for the content of its choice 0.
+func (a *Assembler) apply(c *Chunk, top map[string]json.RawMessage, content *string) {
 	for k, v := range top {
 		if !chunkKnown[k] {
 			if a.extra == nil {
@@ -55,42 +141,48 @@ func (a *Assembler) Add(data []byte) error {
 		if ch.Index != 0 {
 			continue
 		}
-		d := ch.Delta
-		if d.Role != "" {
-			a.role = d.Role
+		if content != nil {
+			ch.Delta.Content = content
 		}
-		if d.Content != nil {
-			a.content.WriteString(*d.Content)
-			a.hasText = a.hasText || *d.Content != ""
-		}
-		if d.ReasoningContent != nil {
-			a.reasoning.WriteString(*d.ReasoningContent)
-			a.hasReason = true
-		}
-		for _, td := range d.ToolCalls {
-			if a.calls == nil {
-				a.calls = map[int]*ToolCall{}
-			}
-			tc := a.calls[td.Index]
-			if tc == nil {
-				tc = &ToolCall{Type: "function"}
-				a.calls[td.Index] = tc
-			}
-			if td.ID != "" {
-				tc.ID = td.ID
-			}
-			if td.Type != "" {
-				tc.Type = td.Type
-			}
-			tc.Function.Name += td.Function.Name
-			tc.Function.Arguments += td.Function.Arguments
-		}
+		a.delta(&ch.Delta)
 		if ch.FinishReason != nil {
 			r := *ch.FinishReason
 			a.finish = &r
 		}
 	}
-	return nil
+}
+
+// delta adds the delta of choice 0.
+func (a *Assembler) delta(d *Delta) {
+	if d.Role != "" {
+		a.role = d.Role
+	}
+	if d.Content != nil {
+		a.content.WriteString(*d.Content)
+		a.hasText = a.hasText || *d.Content != ""
+	}
+	if d.ReasoningContent != nil {
+		a.reasoning.WriteString(*d.ReasoningContent)
+		a.hasReason = true
+	}
+	for _, td := range d.ToolCalls {
+		if a.calls == nil {
+			a.calls = map[int]*ToolCall{}
+		}
+		tc := a.calls[td.Index]
+		if tc == nil {
+			tc = &ToolCall{Type: "function"}
+			a.calls[td.Index] = tc
+		}
+		if td.ID != "" {
+			tc.ID = td.ID
+		}
+		if td.Type != "" {
+			tc.Type = td.Type
+		}
+		tc.Function.Name += td.Function.Name
+		tc.Function.Arguments += td.Function.Arguments
+	}
 }
 
 // Completion returns the assembled chat.completion.
