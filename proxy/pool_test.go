@@ -75,10 +75,14 @@ func TestUpstreamConnectionReuse(t *testing.T) {
 			later := conns.Load() - warm
 			t.Logf("%d streams, %d at a time: %d upstream connections for the first %d, %d for the next %d",
 				streams, concurrent, warm, concurrent, later, streams-concurrent)
-			// No more connections than ever run at once: a pool that let
-			// them go would open one per stream, 500.
-			if total := warm + later; total > concurrent+concurrent/10 {
-				t.Errorf("upstream connections: %d (%d then %d), want at most %d", total, warm, later, concurrent+concurrent/10)
+			// About as many connections as ever run at once: a pool that
+			// let them go would open one per stream, 500. On a loaded
+			// machine a connection still being read to its end for reuse
+			// when the worker's next stream starts makes the next stream
+			// open one more, so the bound is twice the concurrency, far
+			// below one per stream.
+			if total := warm + later; total > 2*concurrent {
+				t.Errorf("upstream connections: %d (%d then %d), want at most %d of %d streams", total, warm, later, 2*concurrent, streams)
 			}
 		})
 	}
