@@ -90,12 +90,22 @@ func (s sharedMetrics) zero() {
 
 // StoreFailed counts a failure of the shared store by the feature it
 // degraded.
-func (m *Metrics) StoreFailed(feature string) { m.shared.storeErrors.WithLabelValues(feature).Inc() }
+func (m *Metrics) StoreFailed(feature string) {
+	if m != nil {
+		m.shared.storeErrors.WithLabelValues(feature).Inc()
+	}
+}
 
 // RateLimit counts one decision of a limit.
 func (m *Metrics) RateLimit(limit, outcome string) {
-	m.shared.rateLimits.WithLabelValues(limit, outcome).Inc()
+	if m != nil {
+		m.shared.rateLimits.WithLabelValues(limit, outcome).Inc()
+	}
 }
 
 // Resumable counts an event of a resumable stream.
-func (m *Metrics) Resumable(event string) { m.shared.resumable.WithLabelValues(event).Inc() }
+func (m *Metrics) Resumable(event string) {
+	if m != nil {
+		m.shared.resumable.WithLabelValues(event).Inc()
+	}
+}
