@@ -6,13 +6,14 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/phasegate/phasegate/internal/proc"
 )
 
 // A case is a scenario of the mock at a concurrency.
@@ -108,7 +109,7 @@ func measure(ctx context.Context, cfg config, st *stack, c benchCase, t target) 
 	if t.direct {
 		base = st.mockURL
 	}
-	client := newClient(c.concurrency)
+	client := proc.LoopbackClient(c.concurrency)
 	defer client.CloseIdleConnections()
 	m := &measurement{requests: c.requests}
 	stopRSS := sampleRSS(st.gatewayPID, &m.peakRSS)
@@ -154,17 +155,6 @@ func (m *measurement) add(r result) {
 	if r.firstToken > 0 {
 		m.firstToken = append(m.firstToken, r.firstToken)
 	}
-}
-
-func newClient(concurrency int) *http.Client {
-	return &http.Client{Transport: &http.Transport{
-		Proxy:               nil,
-		DialContext:         (&net.Dialer{Timeout: 10 * time.Second}).DialContext,
-		MaxIdleConns:        concurrency * 2,
-		MaxIdleConnsPerHost: concurrency * 2,
-		IdleConnTimeout:     30 * time.Second,
-		DisableCompression:  true,
-	}}
 }
 
 type result struct {
@@ -245,7 +235,7 @@ func token(data []byte) bool {
 
 // warmUp sends each case's request once through every route.
 func warmUp(ctx context.Context, cfg config, st *stack) error {
-	client := newClient(1)
+	client := proc.LoopbackClient(1)
 	defer client.CloseIdleConnections()
 	for _, c := range allCases {
 		for _, t := range c.targets() {

@@ -3,8 +3,6 @@ package main
 import (
 	"bufio"
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -15,6 +13,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/phasegate/phasegate/internal/proc"
 )
 
 // stack is the gateway and the mock, and what stops them.
@@ -114,8 +114,8 @@ func (st *stack) startMock(ctx context.Context, args []string) error {
 		return fmt.Errorf("start mock: %w", err)
 	}
 	st.mockPID = cmd.Process.Pid
-	st.stops = append(st.stops, func() { stdin.Close(); waitOrKill(cmd) })
-	line, err := firstLine(ctx, bufio.NewReader(stdout), func(string) bool { return true })
+	st.stops = append(st.stops, func() { stdin.Close(); proc.WaitOrKill(cmd, 15*time.Second) })
+	line, err := proc.FirstLine(ctx, bufio.NewReader(stdout), func(string) bool { return true }, startTimeout)
 	if err != nil {
 		return fmt.Errorf("mock: %w", err)
 	}
@@ -137,63 +137,15 @@ func (st *stack) startGateway(ctx context.Context, args, env []string) error {
 		return fmt.Errorf("start gateway: %w", err)
 	}
 	st.gatewayPID = cmd.Process.Pid
-	st.stops = append(st.stops, func() { _ = cmd.Process.Signal(syscall.SIGTERM); waitOrKill(cmd) })
+	st.stops = append(st.stops, func() { _ = cmd.Process.Signal(syscall.SIGTERM); proc.WaitOrKill(cmd, 15*time.Second) })
 	r := bufio.NewReaderSize(stderr, 64<<10)
 	var addr string
-	if _, err := firstLine(ctx, r, func(line string) bool {
-		var rec struct{ Msg, Addr string }
-		if json.Unmarshal([]byte(line), &rec) == nil && rec.Msg == "phasegate listening" {
-			addr = rec.Addr
-			return true
-		}
-		return false
-	}); err != nil {
+	if addr, err = proc.ListeningAddr(ctx, r, startTimeout); err != nil {
 		return fmt.Errorf("gateway: %w", err)
 	}
 	go func() { _, _ = io.Copy(io.Discard, r) }() // ends when the gateway exits
 	st.gatewayURL = "http://" + addr
 	return nil
-}
-
-// firstLine returns the first line of r that ok accepts, within
-// startTimeout.
-func firstLine(ctx context.Context, r *bufio.Reader, ok func(string) bool) (string, error) {
-	found := make(chan string, 1)
-	failed := make(chan error, 1)
-	go func() {
-		for {
-			line, err := r.ReadString('\n')
-			if err != nil {
-				failed <- fmt.Errorf("exited before it was ready: %w", err)
-				return
-			}
-			if ok(line) {
-				found <- line
-				return
-			}
-		}
-	}()
-	select {
-	case line := <-found:
-		return line, nil
-	case err := <-failed:
-		return "", err
-	case <-time.After(startTimeout):
-		return "", errors.New("not ready in time")
-	case <-ctx.Done():
-		return "", ctx.Err()
-	}
-}
-
-func waitOrKill(cmd *exec.Cmd) {
-	done := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(15 * time.Second):
-		_ = cmd.Process.Kill()
-		<-done
-	}
 }
 
 func (st *stack) close() {

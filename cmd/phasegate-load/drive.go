@@ -13,6 +13,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/phasegate/phasegate/internal/proc"
 )
 
 // The requests: an agent's turn with one declared tool, answered by the
@@ -68,24 +70,11 @@ func (r *results) add(o outcome) {
 	r.mu.Unlock()
 }
 
-// newClient is a client for concurrency streams to one host, never through
-// a proxy.
-func newClient(concurrency int) *http.Client {
-	return &http.Client{Transport: &http.Transport{
-		Proxy:               nil,
-		DialContext:         (&net.Dialer{Timeout: 10 * time.Second}).DialContext,
-		MaxIdleConns:        concurrency * 2,
-		MaxIdleConnsPerHost: concurrency * 2,
-		IdleConnTimeout:     30 * time.Second,
-		DisableCompression:  true,
-	}}
-}
-
 // drive starts cfg.concurrency clients against base, each making requests
 // one after another until cfg.duration is over or cfg.maxRequests were
 // started, and waits for the last to end.
 func drive(ctx context.Context, cfg config, base string) *results {
-	client := newClient(cfg.concurrency)
+	client := proc.LoopbackClient(cfg.concurrency)
 	defer client.CloseIdleConnections()
 	// Requests run under ctx, to their end; only starting them stops at
 	// the deadline.
@@ -218,7 +207,7 @@ func errKind(ctx context.Context, err error, otherwise kind) kind {
 // warmUp sends a few requests through the gateway, so the idle figures are
 // those of a gateway that has served, and fails if one goes wrong.
 func warmUp(ctx context.Context, cfg config, gatewayURL string) error {
-	client := newClient(4)
+	client := proc.LoopbackClient(4)
 	defer client.CloseIdleConnections()
 	for i := range 8 {
 		o := do(ctx, client, gatewayURL, plan{tool: i%2 == 1}, cfg.requestTimeout)

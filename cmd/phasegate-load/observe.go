@@ -8,12 +8,13 @@ import (
 	"io"
 	"math"
 	"net/http"
-	"os"
 	"sort"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/phasegate/phasegate/internal/proc"
 )
 
 // logTail counts what the gateway logs by level and
@@ -92,10 +93,6 @@ type sample struct {
 	overhead   histogram // phasegate_gateway_overhead_seconds, all labels summed
 }
 
-// clockTick is USER_HZ, the unit of /proc/PID/stat times: 100 on every
-// Linux architecture Go supports.
-const clockTick = 10 * time.Millisecond
-
 // take reads the gateway's /proc entries (when pid is known) and /metrics.
 func take(ctx context.Context, client *http.Client, gatewayURL string, pid int) (sample, error) {
 	s := sample{at: time.Now()}
@@ -107,23 +104,9 @@ func take(ctx context.Context, client *http.Client, gatewayURL string, pid int) 
 	return s, s.readMetrics(ctx, client, gatewayURL)
 }
 
-func (s *sample) readProc(pid int) error {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return err
-	}
-	// The fields after the command name, which is in parentheses; state
-	// is the first, utime the 12th, stime the 13th, rss (pages) the 22nd.
-	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
-	if len(f) < 22 {
-		return fmt.Errorf("/proc/%d/stat: %d fields", pid, len(f))
-	}
-	utime, _ := strconv.ParseInt(f[11], 10, 64)
-	stime, _ := strconv.ParseInt(f[12], 10, 64)
-	pages, _ := strconv.ParseInt(f[21], 10, 64)
-	s.cpu = time.Duration(utime+stime) * clockTick
-	s.rss = pages * int64(os.Getpagesize())
-	return nil
+func (s *sample) readProc(pid int) (err error) {
+	s.cpu, s.rss, err = proc.Stat(pid)
+	return err
 }
 
 func (s *sample) readMetrics(ctx context.Context, client *http.Client, gatewayURL string) error {

@@ -8,6 +8,8 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/phasegate/phasegate/internal/proc"
 )
 
 // report is what a run measured through the gateway.
@@ -23,7 +25,7 @@ type report struct {
 // measure runs the load through the gateway, sampling it, then waits for it
 // to settle.
 func measure(ctx context.Context, cfg config, st *stack, out io.Writer) (*report, error) {
-	client := newClient(2)
+	client := proc.LoopbackClient(2)
 	defer client.CloseIdleConnections()
 	rep := &report{}
 	var err error

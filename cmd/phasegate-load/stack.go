@@ -3,7 +3,6 @@ package main
 import (
 	"bufio"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -15,6 +14,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/phasegate/phasegate/internal/proc"
 )
 
 // stack is the gateway and the double under load, and what stops them.
@@ -125,8 +126,8 @@ func (st *stack) startDouble(ctx context.Context, bin string) (string, error) {
 	if err := cmd.Start(); err != nil {
 		return "", fmt.Errorf("start double: %w", err)
 	}
-	st.stops = append(st.stops, func() { stdin.Close(); waitOrKill(cmd) })
-	line, err := firstLine(ctx, bufio.NewReader(stdout), func(string) bool { return true })
+	st.stops = append(st.stops, func() { stdin.Close(); proc.WaitOrKill(cmd, 15*time.Second) })
+	line, err := proc.FirstLine(ctx, bufio.NewReader(stdout), func(string) bool { return true }, startTimeout)
 	if err != nil {
 		return "", fmt.Errorf("double: %w", err)
 	}
@@ -149,64 +150,15 @@ func (st *stack) startGateway(ctx context.Context, bin string) (string, error) {
 		return "", fmt.Errorf("start gateway: %w", err)
 	}
 	st.pid = cmd.Process.Pid
-	st.stops = append(st.stops, func() { _ = cmd.Process.Signal(syscall.SIGTERM); waitOrKill(cmd) })
+	st.stops = append(st.stops, func() { _ = cmd.Process.Signal(syscall.SIGTERM); proc.WaitOrKill(cmd, 15*time.Second) })
 	r := bufio.NewReader(stderr)
 	var addr string
-	_, err = firstLine(ctx, r, func(line string) bool {
-		var rec struct{ Msg, Addr string }
-		if json.Unmarshal([]byte(line), &rec) == nil && rec.Msg == "phasegate listening" {
-			addr = rec.Addr
-			return true
-		}
-		return false
-	})
+	addr, err = proc.ListeningAddr(ctx, r, startTimeout)
 	if err != nil {
 		return "", fmt.Errorf("gateway: %w", err)
 	}
 	st.gatewayLog = newLogTail(r)
 	return "http://" + addr, nil
-}
-
-// firstLine returns the first line of r that ok accepts, within
-// startTimeout.
-func firstLine(ctx context.Context, r *bufio.Reader, ok func(string) bool) (string, error) {
-	found := make(chan string, 1)
-	failed := make(chan error, 1)
-	go func() {
-		for {
-			line, err := r.ReadString('\n')
-			if err != nil {
-				failed <- fmt.Errorf("exited before it was ready: %w", err)
-				return
-			}
-			if ok(line) {
-				found <- line
-				return
-			}
-		}
-	}()
-	select {
-	case line := <-found:
-		return line, nil
-	case err := <-failed:
-		return "", err
-	case <-time.After(startTimeout):
-		return "", errors.New("not ready in time")
-	case <-ctx.Done():
-		return "", ctx.Err()
-	}
-}
-
-// waitOrKill waits up to 15 s for cmd to exit, then kills it.
-func waitOrKill(cmd *exec.Cmd) {
-	done := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(15 * time.Second):
-		_ = cmd.Process.Kill()
-		<-done
-	}
 }
 
 // close stops what the stack started, the last started first, and prints
