@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/phasegate/phasegate/internal/redistest"
 	"github.com/phasegate/phasegate/protocol"
 	"github.com/phasegate/phasegate/proxy"
@@ -362,5 +364,51 @@ func TestReplicasRedisDown(t *testing.T) {
 		if !strings.Contains(m, want+" ") || strings.Contains(m, want+" 0\n") {
 			t.Errorf("metrics: %s not counted", want)
 		}
+	}
+}
+
+// Redis stalls in the middle of a resumable stream on A (CLIENT PAUSE):
+// once it answers again, a resume on B ends, promptly, with the events
+// the log has and either the stream's own end or an in-band
+// resume_incomplete error; it never waits for events that never come.
+func TestResumeAfterRedisStallEnds(t *testing.T) {
+	reply, _ := slowStream(40, 20*time.Millisecond)
+	_, usrv := proxytest.NewServer(t, proxytest.Script(reply))
+	a, b, srv := replicas(t, config(usrv))
+	ctx := testContext(t)
+	const id = "req-stall"
+	resp := post(t, ctx, a, "/v1/chat/completions", chatBody(true), resumableHeader(id))
+	seen := readIDEvents(t, resp.Body, 3)
+	rc := redis.NewClient(&redis.Options{Addr: srv.Addr})
+	defer rc.Close()
+	if err := rc.Do(ctx, "CLIENT", "PAUSE", "2500", "ALL").Err(); err != nil {
+		t.Fatal(err)
+	}
+	live := readIDEvents(t, resp.Body, 0) // the original client is served
+	if len(live) == 0 || live[len(live)-1].data != "[DONE]" {
+		t.Fatalf("live stream on A: %v", ids(live))
+	}
+	time.Sleep(3 * time.Second) // Redis answers again
+	rctx, cancel := context.WithTimeout(ctx, 8*time.Second)
+	defer cancel()
+	start := time.Now()
+	r := get(t, rctx, b, fmt.Sprintf("/v1/phasegate/requests/%s/events?starting_after=%d", id, seen[2].id), resumableHeader(id))
+	defer r.Body.Close()
+	got := readIDEvents(t, r.Body, 0)
+	if r.StatusCode != http.StatusOK || rctx.Err() != nil {
+		t.Fatalf("resume on B: status %d, %d events, after %v (%v)", r.StatusCode, len(got), time.Since(start).Round(100*time.Millisecond), rctx.Err())
+	}
+	if len(got) == 0 {
+		t.Fatal("resume on B: no event and no error")
+	}
+	for i, ev := range got[:len(got)-1] {
+		if ev.id != seen[2].id+1+i {
+			t.Fatalf("resume on B: positions %v, want them in order from %d", ids(got), seen[2].id+1)
+		}
+	}
+	last := got[len(got)-1].data
+	complete := last == "[DONE]" && got[len(got)-1].id == live[len(live)-1].id
+	if !complete && !strings.Contains(last, `"code":"resume_incomplete"`) {
+		t.Errorf("resume on B ends with %.120q at %d (live ended at %d); want [DONE] of a complete log or a resume_incomplete error", last, got[len(got)-1].id, live[len(live)-1].id)
 	}
 }

@@ -243,9 +243,11 @@ func (s *resumableSink) cancelled() {
 
 // eventRecorder numbers the events of a resumable stream and appends them
 // to the log in batches, from a goroutine of its own that close waits for:
-// the stream never waits on the store's round trips. After the store
-// fails once, the stream goes on and its events are dropped (a resume
-// then finds it incomplete and ended).
+// the stream never waits on the store's round trips. A batch the store
+// fails to take is sent again with the next ones (appends skip what is
+// stored), for up to storeRetryFor; past that the stream goes on, its
+// later events are dropped, and the log ends with an in-band error
+// (resume_incomplete) and its end, so a resume ends rather than waits.
 type eventRecorder struct {
 	h     *Handler
 	id    string
@@ -301,16 +303,70 @@ func (r *eventRecorder) close() {
 func (r *eventRecorder) run() {
 	defer close(r.done)
 	ctx := context.Background()
-	failed := false
+	var pending []store.Event // taken from r.ch, not stored yet
+	var failingSince time.Time
+	broken := false
 	batch := make([]store.Event, 0, appendBatch)
 	for ev := range r.ch {
 		batch = r.collect(append(batch[:0], ev))
-		if !failed {
-			failed = r.append(ctx, batch, false)
+		if broken {
+			continue
+		}
+		pending = append(pending, batch...)
+		start := time.Now()
+		if r.append(ctx, pending, false) {
+			pending, failingSince = pending[:0], time.Time{}
+			continue
+		}
+		if failingSince.IsZero() {
+			failingSince = start
+		}
+		if time.Since(failingSince) >= storeRetryFor {
+			broken = true
+			r.gaveUp()
 		}
 	}
-	if !failed {
-		r.append(ctx, nil, true)
+	if !broken {
+		if failingSince.IsZero() {
+			failingSince = time.Now()
+		}
+		if r.appendRetrying(ctx, pending, true, failingSince.Add(storeRetryFor)) {
+			return
+		}
+		r.gaveUp()
+	}
+	// The log misses events: it ends with an error after those it has.
+	r.n++
+	r.appendRetrying(ctx, []store.Event{{N: r.n, Data: errResumeIncomplete.Body()}}, true, time.Now().Add(storeRetryFor))
+}
+
+// errResumeIncomplete is the in-band error a resume ends with when the
+// store failed to take some of the stream's events.
+var errResumeIncomplete = &chat.Error{Status: http.StatusServiceUnavailable, Type: chat.TypeServer, Code: "resume_incomplete",
+	Message: "the shared store failed while this stream was recorded; its later events were not kept, so this resume ends here"}
+
+// storeRetryFor is how long the recorder sends again what the store failed
+// to take before it gives up, and then how long it tries to store the
+// error and the end: with a store that hangs, close waits about twice
+// that, plus a round trip's timeouts.
+const storeRetryFor = 3 * time.Second
+
+func (r *eventRecorder) gaveUp() {
+	r.h.metrics.StoreFailed(metrics.StoreResume)
+	r.log.Warn("shared store failed; the rest of this stream cannot be resumed")
+}
+
+// appendRetrying stores batch, sending it again after a failure until
+// deadline; true when it was stored.
+func (r *eventRecorder) appendRetrying(ctx context.Context, batch []store.Event, end bool, deadline time.Time) bool {
+	for {
+		if r.append(ctx, batch, end) {
+			return true
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }
 
@@ -343,14 +399,13 @@ func (r *eventRecorder) collect(batch []store.Event) []store.Event {
 	return batch
 }
 
-// append stores a batch; true when the store failed.
+// append stores a batch; true when it was stored.
 func (r *eventRecorder) append(ctx context.Context, batch []store.Event, end bool) bool {
 	if err := r.h.streams.Append(ctx, r.id, batch, end); err != nil {
-		r.h.metrics.StoreFailed(metrics.StoreResume)
-		r.log.Warn("shared store failed; the rest of this stream cannot be resumed", "error", err)
-		return true
+		r.log.Debug("shared store failed to take events; they are sent again", "events", len(batch), "error", err)
+		return false
 	}
-	return false
+	return true
 }
 
 var phaseIndexKey = []byte(`"phase_index":`)

@@ -89,7 +89,8 @@ func (m *MemoryStreams) get(id string) (*memStream, error) {
 }
 
 // Append adds events (numbered by the caller, in order) to stream id;
-// end marks its last.
+// end marks its last. Events at positions already stored are skipped, and
+// an ended stream takes nothing more, so a batch may be sent again.
 func (m *MemoryStreams) Append(_ context.Context, id string, events []Event, end bool) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -97,7 +98,13 @@ func (m *MemoryStreams) Append(_ context.Context, id string, events []Event, end
 	if err != nil {
 		return err
 	}
+	if s.info.Ended {
+		events = nil
+	}
 	for _, ev := range events {
+		if n := len(s.events); n > 0 && ev.N <= s.events[n-1].N {
+			continue // stored already
+		}
 		ev.Data = append([]byte(nil), ev.Data...)
 		s.events = append(s.events, ev)
 		if _, seen := s.info.Phases[ev.PhaseIndex]; ev.PhaseStart && !seen {

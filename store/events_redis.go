@@ -56,18 +56,33 @@ func (s *RedisStreams) Start(ctx context.Context, id, owner string) error {
 // data and phase index ("" when it starts no phase). One script rather
 // than MULTI and a command per event: a stream whose events come one at a
 // time pays one short command per event.
+//
+// It is idempotent: positions already stored are skipped, and an ended
+// stream takes nothing more. A call whose reply was lost (retried by the
+// client, or by the recorder) then succeeds rather than failing on an
+// entry id "equal or smaller than the target stream top item".
 var appendScript = redis.NewScript(`
 local key, info = KEYS[1], KEYS[2]
 local ttl = tonumber(ARGV[1])
-for i = 3, #ARGV, 3 do
-  redis.call('XADD', key, '0-' .. ARGV[i], 'd', ARGV[i + 1])
-  if ARGV[i + 2] ~= '' then
-    redis.call('HSETNX', info, 'p:' .. ARGV[i + 2], ARGV[i])
+if redis.call('HGET', info, 'ended') ~= '1' then
+  local last = 0
+  local top = redis.call('XREVRANGE', key, '+', '-', 'COUNT', 1)
+  if #top > 0 then
+    last = tonumber(string.sub(top[1][1], 3))
   end
-end
-if ARGV[2] == '1' then
-  redis.call('XADD', key, '0-*', 'e', '1')
-  redis.call('HSET', info, 'ended', '1')
+  for i = 3, #ARGV, 3 do
+    if tonumber(ARGV[i]) > last then
+      redis.call('XADD', key, '0-' .. ARGV[i], 'd', ARGV[i + 1])
+      last = tonumber(ARGV[i])
+      if ARGV[i + 2] ~= '' then
+        redis.call('HSETNX', info, 'p:' .. ARGV[i + 2], ARGV[i])
+      end
+    end
+  end
+  if ARGV[2] == '1' then
+    redis.call('XADD', key, '0-*', 'e', '1')
+    redis.call('HSET', info, 'ended', '1')
+  end
 end
 if redis.call('EXISTS', key) == 1 then
   redis.call('PEXPIRE', key, ttl)
@@ -77,7 +92,8 @@ return 0
 `)
 
 // Append adds events (numbered by the caller, in order) to stream id;
-// end marks its last. One round trip.
+// end marks its last. One round trip. Events at positions already stored
+// are skipped, so a batch may be sent again after a failure.
 func (s *RedisStreams) Append(ctx context.Context, id string, events []Event, end bool) error {
 	args := make([]any, 0, 2+3*len(events))
 	endArg := "0"

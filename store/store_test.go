@@ -277,3 +277,34 @@ func TestRedisDown(t *testing.T) {
 		t.Errorf("three calls to a dead Redis took %v; the timeouts should bound them", d)
 	}
 }
+
+// A batch sent again (its reply was lost, and the client or the recorder
+// retried it) is stored once, and a stream that ended takes nothing more.
+func TestStreamsAppendIsIdempotent(t *testing.T) {
+	r, _ := openTestRedis(t)
+	for name, log := range map[string]eventLog{"memory": NewMemoryStreams(time.Minute), "redis": NewRedisStreams(r, time.Minute)} {
+		t.Run(name, func(t *testing.T) {
+			ctx := testContext(t)
+			if err := log.Start(ctx, "s", ""); err != nil {
+				t.Fatal(err)
+			}
+			first := []Event{{N: 1, Data: []byte("a")}, {N: 2, Data: []byte("b")}}
+			for range 2 {
+				if err := log.Append(ctx, "s", first, false); err != nil {
+					t.Fatalf("append of a batch already stored: %v", err)
+				}
+			}
+			// A retry that overlaps what is stored adds only the new events.
+			if err := log.Append(ctx, "s", []Event{{N: 2, Data: []byte("b")}, {N: 3, Data: []byte("[DONE]")}}, true); err != nil {
+				t.Fatalf("append overlapping what is stored: %v", err)
+			}
+			if err := log.Append(ctx, "s", []Event{{N: 3, Data: []byte("[DONE]")}}, true); err != nil {
+				t.Fatalf("the end sent again: %v", err)
+			}
+			got, ended, err := log.Read(ctx, "s", 0, time.Millisecond)
+			if err != nil || !ended || fmt.Sprint(eventData(got)) != "[1:a 2:b 3:[DONE]]" {
+				t.Errorf("Read = %v, ended %v, %v; want [1:a 2:b 3:[DONE]] once each, ended", eventData(got), ended, err)
+			}
+		})
+	}
+}
