@@ -146,11 +146,8 @@ func (h *Handler) followLimit() time.Duration {
 // follow writes the events of id after position after as they come,
 // until the stream ends, expires, or ctx is done.
 func (h *Handler) follow(ctx context.Context, sw *sseWriter, id string, after int, ids bool) error {
-	for ctx.Err() == nil {
-		evs, ended, err := h.streams.Read(ctx, id, after, followWait)
-		if err != nil {
-			return err
-		}
+	// write writes evs; false when the client left.
+	write := func(evs []store.Event) bool {
 		for _, ev := range evs {
 			if ids {
 				sw.buf = append(append(sw.buf, "id: "...), strconv.Itoa(ev.N)...)
@@ -159,20 +156,37 @@ func (h *Handler) follow(ctx context.Context, sw *sseWriter, id string, after in
 			_ = sw.event(ev.Data) // gathered; the flush below tells of a client gone
 			after = ev.N
 		}
-		if err := sw.flush(); err != nil {
-			return nil // the client left
+		return sw.flush() == nil
+	}
+	for ctx.Err() == nil {
+		evs, ended, err := h.streams.Read(ctx, id, after, followWait)
+		if err != nil {
+			return err
 		}
-		if ended {
-			return nil
+		if !write(evs) || ended {
+			return nil // the client left, or the stream ended
 		}
-		if len(evs) == 0 {
-			info, err := h.streams.Info(ctx, id)
-			if errors.Is(err, store.ErrNotFound) || (err == nil && info.Ended) {
-				return nil // expired, or starting_after is past its end
-			}
+		if len(evs) != 0 {
+			continue
+		}
+		info, err := h.streams.Info(ctx, id)
+		if errors.Is(err, store.ErrNotFound) {
+			return nil // expired
+		}
+		if err != nil {
+			return err
+		}
+		if info.Ended {
+			// The stream ended after the read above: its last events
+			// (and [DONE]) may have been stored in between. One more
+			// read, without waiting, writes them; past its end (a
+			// starting_after beyond it) it returns none.
+			evs, _, err := h.streams.Read(ctx, id, after, time.Millisecond)
 			if err != nil {
 				return err
 			}
+			write(evs)
+			return nil
 		}
 	}
 	return nil
