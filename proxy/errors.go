@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"encoding/json"
 	"net/http"
 
 	"github.com/phasegate/phasegate/metrics"
@@ -39,6 +40,22 @@ func writeError(w http.ResponseWriter, f protocol.Failure) {
 		return
 	}
 	writeJSONError(w, f.Error)
+}
+
+// failureJSON is the status and JSON body of the answer writeError gives
+// f (an upstream's error body that is not JSON gives the gateway's own),
+// for a resume to answer the same; ok is false for a client that left.
+func failureJSON(f protocol.Failure) (status int, body []byte, ok bool) {
+	if f.Relay != nil {
+		if b := []byte(metrics.Redact(string(f.Relay.Body))); json.Valid(b) {
+			return f.Relay.Status, b, true
+		}
+		return f.Relay.Status, f.Error.Body(), true
+	}
+	if f.Error.Status == statusClientClosed {
+		return 0, nil, false
+	}
+	return f.Error.Status, f.Error.Body(), true
 }
 
 func writeJSONError(w http.ResponseWriter, e *chat.Error) {

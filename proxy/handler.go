@@ -523,6 +523,12 @@ func (c *chatRequest) serve(ctx context.Context) metrics.Outcome {
 		err = cause // the gateway ended the request, not the client or the upstream
 	}
 	if !out.committed() {
+		if rs, ok := out.(*resumableSink); ok {
+			// A resume answers the error this client gets.
+			if status, body, ok := failureJSON(protocol.Classify(err)); ok {
+				rs.rec.failed(status, body)
+			}
+		}
 		return c.fail(err)
 	}
 	f := protocol.Classify(err)

@@ -116,6 +116,10 @@ func (h *Handler) serveEvents(w http.ResponseWriter, r *http.Request, id string,
 		writeJSONError(w, cerr)
 		return
 	}
+	if info.Status != 0 {
+		h.serveFailed(w, r, id, info.Status)
+		return
+	}
 	h.metrics.Resumable(metrics.ResumeReplayed)
 	ctx := r.Context()
 	if d := h.followLimit(); d > 0 {
@@ -133,6 +137,25 @@ func (h *Handler) serveEvents(w http.ResponseWriter, r *http.Request, id string,
 		_ = sw.data(errResumeUnavailable.Body())
 	}
 	_ = sw.flush()
+}
+
+// serveFailed answers the resume of stream id, which failed before its
+// first event, as its client was answered: status, and the OpenAI error
+// body the log keeps.
+func (h *Handler) serveFailed(w http.ResponseWriter, r *http.Request, id string, status int) {
+	evs, _, err := h.streams.Read(r.Context(), id, 0, time.Millisecond)
+	if err != nil || len(evs) == 0 {
+		if err != nil {
+			h.metrics.StoreFailed(metrics.StoreResume)
+			h.log.Warn("shared store failed; resume answered 503", "request_id", id, "error", err)
+		}
+		writeJSONError(w, errResumeUnavailable)
+		return
+	}
+	h.metrics.Resumable(metrics.ResumeReplayed)
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(evs[0].Data)
 }
 
 // followLimit bounds how long one resume may follow a stream.

@@ -259,6 +259,19 @@ type eventRecorder struct {
 	phase int
 	// full reports that an event was not kept: RESUME_MAX_BYTES.
 	full bool
+	// failStatus and failBody are the error of a stream that failed
+	// before its first event (see failed).
+	failStatus int
+	failBody   []byte
+}
+
+// failed notes that the stream failed before its first event, answered
+// status and body: the log keeps them (store's Fail) instead of an empty
+// end. Called before close, from the stream's goroutine.
+func (r *eventRecorder) failed(status int, body []byte) {
+	if r.n == 0 {
+		r.failStatus, r.failBody = status, body
+	}
 }
 
 func startRecorder(h *Handler, id string, log *slog.Logger) *eventRecorder {
@@ -324,6 +337,20 @@ func (r *eventRecorder) run() {
 		if time.Since(failingSince) >= storeRetryFor {
 			broken = true
 			r.gaveUp()
+		}
+	}
+	if r.failStatus != 0 {
+		deadline := time.Now().Add(storeRetryFor)
+		for {
+			err := r.h.streams.Fail(ctx, r.id, r.failStatus, r.failBody)
+			if err == nil {
+				return
+			}
+			if time.Now().After(deadline) {
+				r.gaveUp()
+				return
+			}
+			time.Sleep(100 * time.Millisecond)
 		}
 	}
 	if !broken {

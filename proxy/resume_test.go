@@ -221,3 +221,47 @@ func TestRateLimitTokensCorrected(t *testing.T) {
 		t.Errorf("remaining tokens %d then %d: %d spent between; want the 510 reported beyond the estimate and the second estimate", before, after, spent)
 	}
 }
+
+// A resumable stream the upstream refuses before its first event: a
+// resume answers what its client got, the same status and OpenAI error
+// body, on the replica that served it and on another.
+func TestResumeOfStreamFailedBeforeFirstEvent(t *testing.T) {
+	for _, shared := range []bool{false, true} {
+		t.Run(map[bool]string{false: "memory", true: "replicas"}[shared], func(t *testing.T) {
+			_, usrv := proxytest.NewServer(t, proxytest.Script(sim.Error(400, "bad model", "invalid_request_error", "model_not_found")))
+			a := newGateway(t, config(usrv))
+			b := a
+			if shared {
+				a, b, _ = replicas(t, config(usrv))
+			}
+			ctx := testContext(t)
+			r := post(t, ctx, a, "/v1/chat/completions", chatBody(true), resumableHeader("req-fail"))
+			orig := readAll(t, r.Body)
+			if r.StatusCode != 400 || r.Header.Get("X-Phasegate-Resumable") != "true" {
+				t.Fatalf("original: %d, resumable %q: %s", r.StatusCode, r.Header.Get("X-Phasegate-Resumable"), orig)
+			}
+			var rr *http.Response
+			var body []byte
+			for deadline := time.Now().Add(5 * time.Second); ; {
+				// The log is written as the request ends, just after its answer.
+				rr = get(t, ctx, b, "/v1/phasegate/requests/req-fail/events", nil)
+				body = readAll(t, rr.Body)
+				if rr.StatusCode != 200 || time.Now().After(deadline) {
+					break
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+			if rr.StatusCode != 400 || string(body) != string(orig) || rr.Header.Get("Content-Type") != "application/json" {
+				t.Errorf("resume: %d %q %s; want the original's 400 %s", rr.StatusCode, rr.Header.Get("Content-Type"), body, orig)
+			}
+			var e struct {
+				Error struct {
+					Code string `json:"code"`
+				} `json:"error"`
+			}
+			if err := json.Unmarshal(body, &e); err != nil || e.Error.Code != "model_not_found" {
+				t.Errorf("resume body %s: code %q, %v; want model_not_found", body, e.Error.Code, err)
+			}
+		})
+	}
+}

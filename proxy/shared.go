@@ -36,6 +36,7 @@ type EventLog interface {
 	Read(ctx context.Context, id string, after int, wait time.Duration) ([]store.Event, bool, error)
 	Info(ctx context.Context, id string) (store.StreamInfo, error)
 	Cancel(ctx context.Context, id string) error
+	Fail(ctx context.Context, id string, status int, body []byte) error
 }
 
 // cancelWatcher is an EventLog shared with other replicas, which tells of

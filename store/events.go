@@ -29,6 +29,9 @@ type StreamInfo struct {
 	Ended, Cancelled bool
 	// Phases maps a phase index to the position of its first event.
 	Phases map[int]int
+	// Status is the HTTP status of a stream that failed before its first
+	// event (see Fail), 0 otherwise.
+	Status int
 }
 
 // ErrExists reports a stream id that is already taken.
@@ -112,6 +115,25 @@ func (m *MemoryStreams) Append(_ context.Context, id string, events []Event, end
 		}
 	}
 	s.info.Ended = s.info.Ended || end
+	s.expires = time.Now().Add(m.ttl)
+	close(s.changed)
+	s.changed = make(chan struct{})
+	return nil
+}
+
+// Fail ends stream id, which failed before its first event: its log holds
+// only body, the error its client was answered with status, at position 1.
+func (m *MemoryStreams) Fail(_ context.Context, id string, status int, body []byte) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	s, err := m.get(id)
+	if err != nil {
+		return err
+	}
+	if !s.info.Ended {
+		s.events = []Event{{N: 1, Data: append([]byte(nil), body...)}}
+		s.info.Ended, s.info.Status = true, status
+	}
 	s.expires = time.Now().Add(m.ttl)
 	close(s.changed)
 	s.changed = make(chan struct{})

@@ -114,6 +114,29 @@ func (s *RedisStreams) Append(ctx context.Context, id string, events []Event, en
 	return nil
 }
 
+// failScript ends a stream that failed before its first event: ARGV[1]
+// is the TTL in ms, ARGV[2] the status, ARGV[3] the error body.
+var failScript = redis.NewScript(`
+local key, info = KEYS[1], KEYS[2]
+if redis.call('HGET', info, 'ended') ~= '1' and redis.call('EXISTS', key) == 0 then
+  redis.call('XADD', key, '0-1', 'd', ARGV[3])
+  redis.call('XADD', key, '0-*', 'e', '1')
+  redis.call('HSET', info, 'ended', '1', 'status', ARGV[2])
+  redis.call('PEXPIRE', key, tonumber(ARGV[1]))
+end
+redis.call('PEXPIRE', info, tonumber(ARGV[1]))
+return 0
+`)
+
+// Fail ends stream id, which failed before its first event: its log holds
+// only body, the error its client was answered with status, at position 1.
+func (s *RedisStreams) Fail(ctx context.Context, id string, status int, body []byte) error {
+	if err := failScript.Run(ctx, s.r.c, []string{streamKey + id, streamInfoKey + id}, s.ttl.Milliseconds(), status, body).Err(); err != nil {
+		return fmt.Errorf("end failed stream: %w", err)
+	}
+	return nil
+}
+
 // Read returns the events of stream id after position after, waiting up
 // to wait for one when there is none yet, and whether the stream has
 // ended (with no event after those returned).
@@ -154,6 +177,7 @@ func (s *RedisStreams) Info(ctx context.Context, id string) (StreamInfo, error) 
 		return StreamInfo{}, ErrNotFound
 	}
 	info := StreamInfo{Owner: owner, Ended: h["ended"] == "1", Cancelled: h["cancelled"] == "1", Phases: map[int]int{}}
+	info.Status, _ = strconv.Atoi(h["status"])
 	for k, v := range h {
 		if idx, ok := strings.CutPrefix(k, "p:"); ok {
 			i, err1 := strconv.Atoi(idx)

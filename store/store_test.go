@@ -158,6 +158,7 @@ type eventLog interface {
 	Read(ctx context.Context, id string, after int, wait time.Duration) ([]Event, bool, error)
 	Info(ctx context.Context, id string) (StreamInfo, error)
 	Cancel(ctx context.Context, id string) error
+	Fail(ctx context.Context, id string, status int, body []byte) error
 }
 
 func TestStreams(t *testing.T) {
@@ -304,6 +305,32 @@ func TestStreamsAppendIsIdempotent(t *testing.T) {
 			got, ended, err := log.Read(ctx, "s", 0, time.Millisecond)
 			if err != nil || !ended || fmt.Sprint(eventData(got)) != "[1:a 2:b 3:[DONE]]" {
 				t.Errorf("Read = %v, ended %v, %v; want [1:a 2:b 3:[DONE]] once each, ended", eventData(got), ended, err)
+			}
+		})
+	}
+}
+
+// A stream that failed before its first event keeps the error its client
+// got, with its status, for a resume to answer the same.
+func TestStreamsFail(t *testing.T) {
+	r, _ := openTestRedis(t)
+	for name, log := range map[string]eventLog{"memory": NewMemoryStreams(time.Minute), "redis": NewRedisStreams(r, time.Minute)} {
+		t.Run(name, func(t *testing.T) {
+			ctx := testContext(t)
+			if err := log.Start(ctx, "s", "o"); err != nil {
+				t.Fatal(err)
+			}
+			body := []byte(`{"error":{"message":"bad model","type":"invalid_request_error","param":null,"code":"model_not_found"}}`)
+			if err := log.Fail(ctx, "s", 400, body); err != nil {
+				t.Fatal(err)
+			}
+			info, err := log.Info(ctx, "s")
+			if err != nil || info.Status != 400 || !info.Ended || info.Owner != "o" {
+				t.Errorf("Info = %+v, %v; want status 400, ended, owner o", info, err)
+			}
+			got, ended, err := log.Read(ctx, "s", 0, time.Millisecond)
+			if err != nil || !ended || fmt.Sprint(eventData(got)) != "[1:"+string(body)+"]" {
+				t.Errorf("Read = %v, ended %v, %v; want the error body at 1, ended", eventData(got), ended, err)
 			}
 		})
 	}
