@@ -73,24 +73,25 @@ var errRateLimitUnavailable = &chat.Error{Status: http.StatusServiceUnavailable,
 
 // admit spends one request and the prompt estimate of c's budgets, and
 // writes OpenAI's x-ratelimit-* headers. Over a limit it returns a 429
-// (with Retry-After set); nothing is spent of a budget after the first
-// that refused.
+// (with Retry-After set) and spends nothing: what the budgets before the
+// one that refused took is given back.
 func (c *chatRequest) admit(ctx context.Context, estimate int) error {
 	h := c.h
 	if !h.cfg.RateLimits.any() {
 		return nil
 	}
 	c.rates = h.budgets(c.r, c.x.ProjectID)
-	reqs, err := h.spend(ctx, c.rates.requests, 1)
+	reqs, spentReqs, err := h.spend(ctx, c.rates.requests, 1)
 	setRateHeaders(c.w.Header(), "requests", reqs)
 	if err != nil {
 		return c.refused(err)
 	}
 	c.charged = max(estimate, 1)
-	toks, err := h.spend(ctx, c.rates.tokens, c.charged)
+	toks, _, err := h.spend(ctx, c.rates.tokens, c.charged)
 	setRateHeaders(c.w.Header(), "tokens", toks)
 	if err != nil {
 		c.charged = 0
+		h.refund(ctx, spentReqs, 1)
 		return c.refused(err)
 	}
 	return nil
@@ -106,8 +107,9 @@ func (c *chatRequest) refused(err error) error {
 	return err
 }
 
-// settle charges the tokens a request spent beyond its estimate, as far
-// as its budgets go.
+// settle charges the tokens a request spent beyond its estimate, in
+// full: a budget may go into debt, and the next requests wait until it is
+// paid back (OpenAI's tokens per minute count completion tokens so).
 func (c *chatRequest) settle(ctx context.Context) {
 	if c.charged == 0 || c.x.Meter == nil {
 		return
@@ -126,9 +128,12 @@ func (c *chatRequest) settle(ctx context.Context) {
 }
 
 // spend takes n units of each budget in turn and returns the decision of
-// the tightest; the first refusal ends it with a 429.
-func (h *Handler) spend(ctx context.Context, budgets []budget, n int) (*store.Decision, error) {
+// the tightest and the budgets it spent. A refusal ends it with a 429,
+// and what the budgets before took is given back: a request refused by
+// one budget spends none.
+func (h *Handler) spend(ctx context.Context, budgets []budget, n int) (*store.Decision, []budget, error) {
 	var tightest *store.Decision
+	var spent []budget
 	for _, b := range budgets {
 		d, err := h.limiter.Allow(ctx, b.key, b.perMinute, n)
 		if err != nil {
@@ -140,18 +145,33 @@ func (h *Handler) spend(ctx context.Context, budgets []budget, n int) (*store.De
 			}
 			h.metrics.RateLimit(b.label, metrics.RateFailedClosed)
 			h.log.Warn("shared store failed; request refused (RATE_LIMIT_FAIL_OPEN=false)", "limit", b.label, "error", err)
-			return tightest, errRateLimitUnavailable
+			h.refund(ctx, spent, n)
+			return tightest, nil, errRateLimitUnavailable
 		}
 		if tightest == nil || d.Remaining < tightest.Remaining || !d.Allowed {
 			tightest = &d
 		}
 		if !d.Allowed {
 			h.metrics.RateLimit(b.label, metrics.RateLimited)
-			return tightest, rateLimited(b, n, d)
+			h.refund(ctx, spent, n)
+			return tightest, nil, rateLimited(b, n, d)
 		}
+		spent = append(spent, b)
 		h.metrics.RateLimit(b.label, metrics.RateAllowed)
 	}
-	return tightest, nil
+	return tightest, spent, nil
+}
+
+// refund gives back n units of each of budgets, spent by a request that
+// was refused after all.
+func (h *Handler) refund(ctx context.Context, budgets []budget, n int) {
+	for _, b := range budgets {
+		if _, err := h.limiter.Charge(ctx, b.key, b.perMinute, -n); err != nil {
+			h.metrics.StoreFailed(metrics.StoreRateLimit)
+			h.log.Warn("shared store failed; units of a refused request not given back", "limit", b.label, "error", err)
+			return
+		}
+	}
 }
 
 // rateLimited is the 429 of budget b refusing n units, in OpenAI's

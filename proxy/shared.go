@@ -24,7 +24,8 @@ type ReasoningStore interface {
 type Limiter interface {
 	// Allow spends n units if all are left; n = 0 only reads.
 	Allow(ctx context.Context, key string, perMinute, n int) (store.Decision, error)
-	// Charge spends up to n units, as many as are left.
+	// Charge spends n units even past what is left (the budget goes into
+	// debt); n < 0 gives units back.
 	Charge(ctx context.Context, key string, perMinute, n int) (store.Decision, error)
 }
 

@@ -4,11 +4,12 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"strconv"
 	"sync"
 	"time"
 
 	"github.com/go-redis/redis_rate/v10"
-	"golang.org/x/time/rate"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/phasegate/phasegate/internal/lru"
 )
@@ -33,11 +34,12 @@ type Decision struct {
 // go-redis/redis_rate's GCRA.
 type RedisLimiter struct {
 	l *redis_rate.Limiter
+	c *redis.Client
 }
 
 // NewRedisLimiter returns the limiter of r.
 func NewRedisLimiter(r *Redis) *RedisLimiter {
-	return &RedisLimiter{l: redis_rate.NewLimiter(r.c)}
+	return &RedisLimiter{l: redis_rate.NewLimiter(r.c), c: r.c}
 }
 
 const limitKey = prefix + "limit:"
@@ -52,17 +54,67 @@ func (l *RedisLimiter) Allow(ctx context.Context, key string, perMinute, n int) 
 	return decision(res, n), nil
 }
 
-// Charge spends up to n units of key's budget, as many as are left: the
-// correction of an estimate after the fact, which GCRA cannot let run
-// into debt.
+// chargeScript spends ARGV[2] units (a negative count gives them back)
+// of the GCRA budget at KEYS[1] whatever is left, so the budget may go
+// into debt; ARGV[1] is the seconds each unit takes to come back. It keeps
+// the budget as redis_rate does, so the two share keys: the key holds the
+// theoretical arrival time, in seconds since 2017-01-01 by Redis's clock,
+// and expires when the budget is whole again. It returns the seconds until
+// then, as a string.
+var chargeScript = redis.NewScript(`
+local key = KEYS[1]
+local interval, cost = tonumber(ARGV[1]), tonumber(ARGV[2])
+local t = redis.call('TIME')
+local now = (t[1] - 1483228800) + t[2] / 1000000
+local tat = tonumber(redis.call('GET', key) or now)
+if tat < now then
+  tat = now
+end
+tat = tat + interval * cost
+local ahead = tat - now
+if ahead > 0 then
+  redis.call('SET', key, tat, 'EX', math.ceil(ahead))
+else
+  redis.call('DEL', key)
+end
+return tostring(ahead)
+`)
+
+// redisRatePrefix is what redis_rate puts before the keys it is given.
+const redisRatePrefix = "rate:"
+
+// Charge spends n units of key's budget even past what is left: the
+// budget goes into debt, and later asks wait until it is paid back (the
+// correction of an estimate by the usage reported after the call, as
+// OpenAI's tokens per minute do). n < 0 gives units back (a refund).
+// Allowed reports whether the budget had all n left.
 func (l *RedisLimiter) Charge(ctx context.Context, key string, perMinute, n int) (Decision, error) {
-	res, err := l.l.AllowAtMost(ctx, limitKey+key, redis_rate.PerMinute(perMinute), n)
+	interval := 60 / float64(perMinute)
+	v, err := chargeScript.Run(ctx, l.c, []string{redisRatePrefix + limitKey + key}, interval, n).Text()
 	if err != nil {
 		return Decision{}, fmt.Errorf("charge rate limit %d/min: %w", perMinute, err)
 	}
-	d := decision(res, 0)
-	d.Allowed = res.Allowed == n
-	return d, nil
+	ahead, err := strconv.ParseFloat(v, 64)
+	if err != nil {
+		return Decision{}, fmt.Errorf("charge rate limit %d/min: reply %q: %w", perMinute, v, err)
+	}
+	return debtDecision(perMinute, time.Duration(ahead*float64(time.Second))), nil
+}
+
+// debtDecision is the decision of a charge that leaves a budget of
+// perMinute whole again after ahead: Allowed when nothing is owed.
+func debtDecision(perMinute int, ahead time.Duration) Decision {
+	d := Decision{Limit: perMinute, Allowed: ahead <= time.Minute}
+	if ahead > 0 {
+		d.ResetAfter = ahead
+		d.Remaining = max(0, int(math.Floor(float64(time.Minute-ahead)/float64(time.Minute)*float64(perMinute))))
+	} else {
+		d.Remaining = perMinute
+	}
+	if !d.Allowed {
+		d.RetryAfter = ahead - time.Minute
+	}
+	return d
 }
 
 func decision(res *redis_rate.Result, n int) Decision {
@@ -78,14 +130,21 @@ func decision(res *redis_rate.Result, n int) Decision {
 	return d
 }
 
-// MemoryLimiter keeps limits in this process, with golang.org/x/time/rate
-// (a token bucket that refills continuously, which for a budget per minute
-// with a burst of a minute's worth is the same as GCRA). It holds at most
-// maxKeys budgets; the least recently used is forgotten first. It is safe
-// for concurrent use.
+// MemoryLimiter keeps limits in this process, with the same GCRA as on
+// Redis: a budget is the time at which it is whole again (its theoretical
+// arrival time); each unit pushes it a sixtieth of a minute per unit of
+// the budget further, and asks that would push it more than a minute
+// ahead are refused. It holds at most maxKeys budgets; the least recently
+// used is forgotten first. It is safe for concurrent use.
 type MemoryLimiter struct {
 	mu   sync.Mutex
-	byID *lru.Cache[string, *rate.Limiter]
+	byID *lru.Cache[string, *memBudget]
+}
+
+// memBudget is one budget: whole again at tat, for perMinute.
+type memBudget struct {
+	tat       time.Time
+	perMinute int
 }
 
 // memoryLimiterKeys bounds the budgets a MemoryLimiter holds: keys and
@@ -94,57 +153,62 @@ const memoryLimiterKeys = 100_000
 
 // NewMemoryLimiter returns an empty in-memory limiter.
 func NewMemoryLimiter() *MemoryLimiter {
-	return &MemoryLimiter{byID: lru.New(lru.Options[string, *rate.Limiter]{
+	return &MemoryLimiter{byID: lru.New(lru.Options[string, *memBudget]{
 		MaxBytes: memoryLimiterKeys,
-		Bytes:    func(string, *rate.Limiter) int64 { return 1 },
+		Bytes:    func(string, *memBudget) int64 { return 1 },
 	})}
 }
 
-func (m *MemoryLimiter) limiter(key string, perMinute int) *rate.Limiter {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	l, ok := m.byID.Get(key)
-	if !ok || l.Burst() != perMinute {
-		l = rate.NewLimiter(rate.Limit(float64(perMinute)/60), perMinute)
-		m.byID.Put(key, l)
+// budget returns key's budget; m.mu is held.
+func (m *MemoryLimiter) budget(key string, perMinute int) *memBudget {
+	b, ok := m.byID.Get(key)
+	if !ok || b.perMinute != perMinute {
+		b = &memBudget{perMinute: perMinute}
+		m.byID.Put(key, b)
 	}
-	return l
+	return b
+}
+
+// units is how long n units of a budget of perMinute take to come back.
+func units(n, perMinute int) time.Duration {
+	return time.Duration(float64(n) / float64(perMinute) * float64(time.Minute))
 }
 
 // Allow spends n units of key's budget of perMinute if all n are left;
 // n = 0 only reads the budget.
 func (m *MemoryLimiter) Allow(_ context.Context, key string, perMinute, n int) (Decision, error) {
-	l, now := m.limiter(key, perMinute), time.Now()
-	d := Decision{Limit: perMinute}
-	if n > perMinute {
-		d.RetryAfter = time.Minute
-	} else if r := l.ReserveN(now, n); r.DelayFrom(now) > 0 {
-		d.RetryAfter = r.DelayFrom(now)
-		r.CancelAt(now)
-	} else {
-		d.Allowed = true
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	b, now := m.budget(key, perMinute), time.Now()
+	tat := b.tat
+	if tat.Before(now) {
+		tat = now
 	}
-	m.fill(&d, l, now)
+	next := tat.Add(units(n, perMinute))
+	d := debtDecision(perMinute, next.Sub(now))
+	switch {
+	case n > perMinute:
+		d = debtDecision(perMinute, tat.Sub(now))
+		d.Allowed, d.RetryAfter = false, time.Minute
+	case !d.Allowed:
+		d.RetryAfter = next.Sub(now) - time.Minute
+		d.Remaining = debtDecision(perMinute, tat.Sub(now)).Remaining
+		d.ResetAfter = max(0, tat.Sub(now))
+	default:
+		b.tat = next
+	}
 	return d, nil
 }
 
-// Charge spends up to n units of key's budget, as many as are left.
+// Charge spends n units of key's budget even past what is left, into
+// debt; n < 0 gives units back. See RedisLimiter.Charge.
 func (m *MemoryLimiter) Charge(_ context.Context, key string, perMinute, n int) (Decision, error) {
-	l, now := m.limiter(key, perMinute), time.Now()
-	take := min(n, int(math.Floor(l.TokensAt(now))))
-	if take > 0 {
-		l.ReserveN(now, take)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	b, now := m.budget(key, perMinute), time.Now()
+	if b.tat.Before(now) {
+		b.tat = now
 	}
-	d := Decision{Limit: perMinute, Allowed: take == n}
-	m.fill(&d, l, now)
-	return d, nil
-}
-
-// fill sets what is left of the budget and when it is full again.
-func (m *MemoryLimiter) fill(d *Decision, l *rate.Limiter, now time.Time) {
-	left := l.TokensAt(now)
-	d.Remaining = max(0, int(math.Floor(left)))
-	if missing := float64(d.Limit) - left; missing > 0 && d.Limit > 0 {
-		d.ResetAfter = time.Duration(missing / float64(d.Limit) * float64(time.Minute))
-	}
+	b.tat = b.tat.Add(units(n, perMinute))
+	return debtDecision(perMinute, b.tat.Sub(now)), nil
 }

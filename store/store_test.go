@@ -145,8 +145,20 @@ func TestLimiter(t *testing.T) {
 			if d, _ := l.Allow(ctx, "t", 100, 60); !d.Allowed || d.Remaining != 40 {
 				t.Fatalf("60 of 100: %+v", d)
 			}
-			if d, _ := l.Charge(ctx, "t", 100, 70); d.Allowed || d.Remaining != 0 {
-				t.Errorf("charge 70 with 40 left: %+v; want 40 taken, none left", d)
+			// A charge past what is left runs the budget into debt: 30
+			// units owed, 18 s at 100/min, before the next ask passes.
+			if d, err := l.Charge(ctx, "t", 100, 70); err != nil || d.Allowed || d.Remaining != 0 {
+				t.Errorf("charge 70 with 40 left: %+v, %v; want charged in full, none left", d, err)
+			}
+			if d, err := l.Allow(ctx, "t", 100, 1); err != nil || d.Allowed || d.RetryAfter < 17*time.Second || d.RetryAfter > 20*time.Second {
+				t.Errorf("ask 1 after a debt of 30 of 100/min: %+v, %v; want refused, retry after about 18.6s", d, err)
+			}
+			// A refund gives units back.
+			if _, err := l.Charge(ctx, "t", 100, -70); err != nil {
+				t.Fatal(err)
+			}
+			if d, err := l.Allow(ctx, "t", 100, 1); err != nil || !d.Allowed || d.Remaining < 38 || d.Remaining > 39 {
+				t.Errorf("ask 1 after the 70 were given back: %+v, %v; want allowed, 39 left", d, err)
 			}
 		})
 	}
