@@ -134,6 +134,9 @@ type Handler struct {
 	// closed when it has ended. Both nil when there is none.
 	stopWatch context.CancelFunc
 	watched   chan struct{}
+	// followers holds a slot per resume this replica follows live, when
+	// the event log bounds them (nil: unbounded).
+	followers chan struct{}
 	recent    *metrics.Recent
 	// otel is nil when tracing is off.
 	otel       trace.Tracer
@@ -188,6 +191,9 @@ func New(cfg Config, opts Options) (*Handler, error) {
 	}
 	if h.streams == nil {
 		h.streams = store.NewMemoryStreams(cfg.Resume.TTL)
+	}
+	if f, ok := h.streams.(followerCap); ok && f.MaxFollowers() > 0 {
+		h.followers = make(chan struct{}, f.MaxFollowers())
 	}
 	h.watchCancels()
 	if opts.TracerProvider != nil {

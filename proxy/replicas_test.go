@@ -7,8 +7,10 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -34,7 +36,14 @@ func replica(t *testing.T, url string, cfg proxy.Config) *httptest.Server {
 
 func replicaTB(t testing.TB, url string, cfg proxy.Config) *httptest.Server {
 	t.Helper()
-	r, err := store.OpenRedis(url)
+	return replicaFollowing(t, url, cfg, store.DefaultFollowers)
+}
+
+// replicaFollowing is a replica that follows at most followers resumes
+// at once.
+func replicaFollowing(t testing.TB, url string, cfg proxy.Config, followers int) *httptest.Server {
+	t.Helper()
+	r, err := store.OpenRedisFollowers(url, followers)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -410,5 +419,112 @@ func TestResumeAfterRedisStallEnds(t *testing.T) {
 	complete := last == "[DONE]" && got[len(got)-1].id == live[len(live)-1].id
 	if !complete && !strings.Contains(last, `"code":"resume_incomplete"`) {
 		t.Errorf("resume on B ends with %.120q at %d (live ended at %d); want [DONE] of a complete log or a resume_incomplete error", last, got[len(got)-1].id, live[len(live)-1].id)
+	}
+}
+
+// Resumes following a live stream wait in XREAD BLOCK, a connection each:
+// they have a pool of their own, so a hundred of them leave every other
+// Redis call of the replica (here the rate limits, failing closed) its
+// connections.
+func TestFollowersDoNotStarveRedisPool(t *testing.T) {
+	prev := runtime.GOMAXPROCS(1) // the main pool: 10 connections
+	events := sim.NewStream(testModel).Role().Content("one ").Events()
+	plain := sim.Answer("POST", "/v1/chat/completions", []byte(chatBody(false)))
+	_, usrv := proxytest.NewServer(t, proxytest.Script(sim.Reply{Events: events, Hang: true}, plain, plain, plain, plain, plain))
+	cfg := config(usrv)
+	cfg.RateLimits = proxy.RateLimits{KeyRequests: 1000, FailOpen: false}
+	a, b, _ := replicas(t, cfg)
+	runtime.GOMAXPROCS(prev)
+	ctx := testContext(t)
+	resp := post(t, ctx, a, "/v1/chat/completions", chatBody(true), resumableHeader("req-hang"))
+	readIDEvents(t, resp.Body, 2)
+	var wg sync.WaitGroup
+	fctx, stop := context.WithCancel(ctx)
+	defer func() {
+		stop()
+		wg.Wait()
+		readAll(t, post(t, ctx, a, "/v1/phasegate/requests/req-hang/cancel", "", nil).Body)
+	}()
+	var following sync.WaitGroup
+	for range 100 {
+		wg.Add(1)
+		following.Add(1)
+		go func() {
+			defer wg.Done()
+			req, _ := http.NewRequestWithContext(fctx, http.MethodGet, b.URL+"/v1/phasegate/requests/req-hang/events?starting_after=2", nil)
+			r, err := b.Client().Do(req)
+			following.Done()
+			if err != nil {
+				return
+			}
+			defer r.Body.Close()
+			if r.StatusCode != http.StatusOK {
+				t.Errorf("follower: %d", r.StatusCode)
+				return
+			}
+			<-fctx.Done()
+		}()
+	}
+	headers := make(chan struct{})
+	go func() { following.Wait(); close(headers) }()
+	select {
+	case <-headers: // every follower has its headers
+	case <-time.After(5 * time.Second):
+		t.Fatal("100 resumes on B got no headers within 5s")
+	}
+	time.Sleep(200 * time.Millisecond) // and waits in XREAD
+	for range 5 {
+		start := time.Now()
+		r := post(t, ctx, b, "/v1/chat/completions", chatBody(false), nil)
+		body := readAll(t, r.Body)
+		if r.StatusCode != http.StatusOK || time.Since(start) > time.Second {
+			t.Errorf("a plain request on B while 100 resumes follow: %d after %v: %.80s", r.StatusCode, time.Since(start).Round(100*time.Millisecond), body)
+		}
+	}
+}
+
+// Past the resumes a replica follows at once, a resume is answered at
+// once with a 503 in OpenAI's shape and a Retry-After; a slot freed is
+// taken again.
+func TestResumeFollowersCapped(t *testing.T) {
+	events := sim.NewStream(testModel).Role().Content("one ").Events()
+	_, usrv := proxytest.NewServer(t, proxytest.Script(sim.Reply{Events: events, Hang: true}))
+	srv := redistest.Start(t)
+	a := replica(t, srv.URL, config(usrv))
+	b := replicaFollowing(t, srv.URL, config(usrv), 2)
+	ctx := testContext(t)
+	resp := post(t, ctx, a, "/v1/chat/completions", chatBody(true), resumableHeader("req-cap"))
+	readIDEvents(t, resp.Body, 2)
+	defer func() { readAll(t, post(t, ctx, a, "/v1/phasegate/requests/req-cap/cancel", "", nil).Body) }()
+	path := "/v1/phasegate/requests/req-cap/events?starting_after=2"
+	var cancels []context.CancelFunc
+	for i := range 2 {
+		fctx, cancel := context.WithCancel(ctx)
+		cancels = append(cancels, cancel)
+		defer cancel()
+		if r := get(t, fctx, b, path, nil); r.StatusCode != http.StatusOK {
+			t.Fatalf("follower %d of 2: %d", i+1, r.StatusCode)
+		}
+	}
+	start := time.Now()
+	r := get(t, ctx, b, path, nil)
+	body := readAll(t, r.Body)
+	if r.StatusCode != http.StatusServiceUnavailable || !strings.Contains(string(body), `"code":"resume_busy"`) || r.Header.Get("Retry-After") == "" || time.Since(start) > time.Second {
+		t.Errorf("a third follower of 2: %d (Retry-After %q) after %v: %s; want 503 resume_busy at once", r.StatusCode, r.Header.Get("Retry-After"), time.Since(start).Round(time.Millisecond), body)
+	}
+	cancels[0]() // a follower leaves: its slot is free once its read returns
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		fctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		r := get(t, fctx, b, path, nil)
+		if r.StatusCode == http.StatusOK {
+			break
+		}
+		readAll(t, r.Body)
+		if time.Now().After(deadline) {
+			t.Fatalf("after a follower left: still %d", r.StatusCode)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }

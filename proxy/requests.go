@@ -79,6 +79,8 @@ func startingAfter(v string) (int, *chat.Error) {
 var (
 	errResumeUnavailable = &chat.Error{Status: http.StatusServiceUnavailable, Type: chat.TypeServer, Code: "resume_unavailable",
 		Message: "resumable streams are unavailable right now: the shared store does not answer; try again shortly"}
+	errResumeBusy = &chat.Error{Status: http.StatusServiceUnavailable, Type: chat.TypeServer, Code: "resume_busy",
+		Message: "this gateway follows as many resumed streams as it can right now; try again shortly"}
 	errRequestCancelled = &chat.Error{Status: http.StatusConflict, Type: chat.TypeInvalidRequest, Code: "request_cancelled",
 		Message: "this request was cancelled; it cannot be resumed"}
 )
@@ -119,6 +121,16 @@ func (h *Handler) serveEvents(w http.ResponseWriter, r *http.Request, id string,
 	if info.Status != 0 {
 		h.serveFailed(w, r, id, info.Status)
 		return
+	}
+	if h.followers != nil {
+		select {
+		case h.followers <- struct{}{}:
+			defer func() { <-h.followers }()
+		default:
+			w.Header().Set("Retry-After", "1")
+			writeJSONError(w, errResumeBusy)
+			return
+		}
 	}
 	h.metrics.Resumable(metrics.ResumeReplayed)
 	ctx := r.Context()

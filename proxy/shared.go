@@ -40,6 +40,12 @@ type EventLog interface {
 	Fail(ctx context.Context, id string, status int, body []byte) error
 }
 
+// followerCap is an EventLog that bounds how many reads may wait on it at
+// once (a connection each): past it, a resume is answered 503.
+type followerCap interface {
+	MaxFollowers() int
+}
+
 // cancelWatcher is an EventLog shared with other replicas, which tells of
 // the streams cancelled on any of them.
 type cancelWatcher interface {

@@ -141,7 +141,7 @@ func (s *RedisStreams) Fail(ctx context.Context, id string, status int, body []b
 // to wait for one when there is none yet, and whether the stream has
 // ended (with no event after those returned).
 func (s *RedisStreams) Read(ctx context.Context, id string, after int, wait time.Duration) ([]Event, bool, error) {
-	res, err := s.r.c.XRead(ctx, &redis.XReadArgs{
+	res, err := s.r.blocking.XRead(ctx, &redis.XReadArgs{
 		Streams: []string{streamKey + id, "0-" + strconv.Itoa(after)},
 		Count:   1024,
 		Block:   max(wait, time.Millisecond),
@@ -165,6 +165,10 @@ func (s *RedisStreams) Read(ctx context.Context, id string, after int, wait time
 	}
 	return evs, false, nil
 }
+
+// MaxFollowers is how many reads may wait at once: the connections of
+// the pool blocking reads have to themselves.
+func (s *RedisStreams) MaxFollowers() int { return s.r.followers }
 
 // Info returns what is known of stream id.
 func (s *RedisStreams) Info(ctx context.Context, id string) (StreamInfo, error) {

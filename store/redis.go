@@ -22,7 +22,17 @@ const prefix = "phasegate:"
 // use; Close releases it.
 type Redis struct {
 	c *redis.Client
+	// blocking serves the reads that wait for a stream's next events
+	// (XREAD BLOCK): each holds a connection while it waits, so they have
+	// a pool of their own, of followers connections, and never starve the
+	// short calls (rate limits, appends, reasoning) of c.
+	blocking  *redis.Client
+	followers int
 }
+
+// DefaultFollowers is how many resumes one replica follows live at once
+// (a Redis connection each) unless OpenRedisFollowers says otherwise.
+const DefaultFollowers = 256
 
 func init() {
 	// go-redis logs its own retries (a pub/sub reconnecting, a pool that
@@ -40,7 +50,11 @@ func (debugLog) Printf(ctx context.Context, format string, v ...any) {
 // OpenRedis connects to the Redis of url (redis://[user:password@]host:port/db
 // or rediss:// for TLS). A Redis that does not answer yet is not an
 // error: the features that use it degrade until it does.
-func OpenRedis(url string) (*Redis, error) {
+func OpenRedis(url string) (*Redis, error) { return OpenRedisFollowers(url, DefaultFollowers) }
+
+// OpenRedisFollowers is OpenRedis with at most followers resumes followed
+// live at once.
+func OpenRedisFollowers(url string, followers int) (*Redis, error) {
 	opt, err := redis.ParseURL(url)
 	if err != nil {
 		// The URL may hold a password: the parser's message is not
@@ -54,7 +68,12 @@ func OpenRedis(url string) (*Redis, error) {
 	opt.WriteTimeout = time.Second
 	opt.MaxRetries = 1
 	opt.DialerRetries = 1
-	return &Redis{c: redis.NewClient(opt)}, nil
+	bopt := *opt
+	bopt.PoolSize, bopt.MinIdleConns, bopt.MaxIdleConns = followers, 0, 0
+	// A follower past the pool's size is refused by the proxy before it
+	// asks; this wait only covers a connection being dialled.
+	bopt.PoolTimeout = opt.DialTimeout + time.Second
+	return &Redis{c: redis.NewClient(opt), blocking: redis.NewClient(&bopt), followers: followers}, nil
 }
 
 // Ping checks that Redis answers.
@@ -66,4 +85,4 @@ func (r *Redis) Ping(ctx context.Context) error {
 }
 
 // Close closes the connections.
-func (r *Redis) Close() error { return r.c.Close() }
+func (r *Redis) Close() error { return errors.Join(r.c.Close(), r.blocking.Close()) }
