@@ -443,7 +443,12 @@ func TestFollowersDoNotStarveRedisPool(t *testing.T) {
 	defer func() {
 		stop()
 		wg.Wait()
-		readAll(t, post(t, ctx, a, "/v1/phasegate/requests/req-hang/cancel", "", nil).Body)
+		cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		req, _ := http.NewRequestWithContext(cctx, http.MethodPost, a.URL+"/v1/phasegate/requests/req-hang/cancel", nil)
+		if r, err := a.Client().Do(req); err == nil {
+			r.Body.Close()
+		}
 	}()
 	var following sync.WaitGroup
 	for range 100 {
@@ -475,8 +480,10 @@ func TestFollowersDoNotStarveRedisPool(t *testing.T) {
 	time.Sleep(200 * time.Millisecond) // and waits in XREAD
 	for range 5 {
 		start := time.Now()
-		r := post(t, ctx, b, "/v1/chat/completions", chatBody(false), nil)
+		pctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+		r := post(t, pctx, b, "/v1/chat/completions", chatBody(false), nil)
 		body := readAll(t, r.Body)
+		cancel()
 		if r.StatusCode != http.StatusOK || time.Since(start) > time.Second {
 			t.Errorf("a plain request on B while 100 resumes follow: %d after %v: %.80s", r.StatusCode, time.Since(start).Round(100*time.Millisecond), body)
 		}
