@@ -152,121 +152,146 @@ func systemRole(role string) bool {
 // truncate fits a request that does not fit as it is. fixed is the count
 // of the tools and the reply priming.
 func (c *Counter) truncate(e *encoding, b budget, msgs []chat.Message, fixed int) (Fit, error) {
-	n := len(msgs)
-	counts := make([]int, n)
-	pinned := make([]bool, n)
-	lastUser := -1
-	for i := range msgs {
-		counts[i] = c.messageTokens(e, &msgs[i])
-		pinned[i] = systemRole(msgs[i].Role)
-		if msgs[i].Role == chat.RoleUser {
-			lastUser = i
-		}
-	}
-	if lastUser >= 0 {
-		pinned[lastUser] = true
-	}
-	minimum := fixed
-	for i := range msgs {
-		if pinned[i] {
-			minimum += counts[i]
-		}
-	}
-	if minimum > b.raw {
+	t := c.newTrim(e, msgs, fixed)
+	if minimum := t.minimum(fixed); minimum > b.raw {
 		return Fit{}, tooLongError(b, minimum)
 	}
+	if c.history > 0 {
+		for u := 0; u < len(msgs) && t.kept > c.history; u++ {
+			t.dropUnit(u)
+		}
+	}
+	if t.total > b.raw && c.toolMax > 0 {
+		if err := c.shortenResults(e, t); err != nil {
+			return Fit{}, err
+		}
+	}
+	for u := 0; u < len(msgs) && t.total > b.raw; u++ {
+		t.dropUnit(u)
+	}
+	return t.fit(), nil
+}
 
-	// A unit is a message, or an assistant message with tool calls and the
-	// tool results answering them; unit[i] is the index of its first
+// trim is the state of one truncation: each message's count, whether it
+// must stay, whether it is kept, and the units messages are dropped in.
+type trim struct {
+	msgs   []chat.Message
+	counts []int
+	pinned []bool
+	keep   []bool
+	// A unit is a message, or an assistant message with tool calls and
+	// the tool results answering them; unit[i] is the index of its first
 	// message, next[i] the next message of the same unit or -1.
-	unit, next := make([]int, n), make([]int, n)
+	unit, next []int
+	// total is the count of what is kept, fixed included; kept the number
+	// of kept messages that are not system messages.
+	total, kept int
+	shortened   map[int]chat.Message
+}
+
+// newTrim counts every message and finds what must stay (system messages
+// and the last user message) and the units; everything is kept.
+func (c *Counter) newTrim(e *encoding, msgs []chat.Message, fixed int) *trim {
+	n := len(msgs)
+	t := &trim{msgs: msgs, counts: make([]int, n), pinned: make([]bool, n), keep: make([]bool, n),
+		unit: make([]int, n), next: make([]int, n), total: fixed}
+	lastUser := -1
 	last := make([]int, n)
 	calls := map[string]int{}
 	for i := range msgs {
-		unit[i], next[i], last[i] = i, -1, i
 		m := &msgs[i]
-		switch {
-		case m.Role == chat.RoleAssistant:
+		t.counts[i] = c.messageTokens(e, m)
+		t.pinned[i] = systemRole(m.Role)
+		t.keep[i] = true
+		t.total += t.counts[i]
+		if !systemRole(m.Role) {
+			t.kept++
+		}
+		t.unit[i], t.next[i], last[i] = i, -1, i
+		switch m.Role {
+		case chat.RoleUser:
+			lastUser = i
+		case chat.RoleAssistant:
 			for _, tc := range m.ToolCalls {
 				calls[tc.ID] = i
 			}
-		case m.Role == chat.RoleTool:
+		case chat.RoleTool:
 			if u, ok := calls[m.ToolCallID]; ok {
-				unit[i] = u
-				next[last[u]] = i
+				t.unit[i] = u
+				t.next[last[u]] = i
 				last[u] = i
 			}
 		}
 	}
+	if lastUser >= 0 {
+		t.pinned[lastUser] = true
+	}
+	return t
+}
 
-	keep := make([]bool, n)
-	total, kept := fixed, 0
-	for i := range msgs {
-		keep[i] = true
-		total += counts[i]
-		if !systemRole(msgs[i].Role) {
-			kept++
+// minimum is the count of what must stay.
+func (t *trim) minimum(fixed int) int {
+	minimum := fixed
+	for i, p := range t.pinned {
+		if p {
+			minimum += t.counts[i]
 		}
 	}
-	drop := func(u int) {
-		for j := u; j >= 0; j = next[j] {
-			keep[j] = false
-			total -= counts[j]
-			kept--
-		}
-	}
-	droppable := func(u int) bool { return unit[u] == u && keep[u] && !pinned[u] }
+	return minimum
+}
 
-	if c.history > 0 {
-		for u := 0; u < n && kept > c.history; u++ {
-			if droppable(u) {
-				drop(u)
-			}
-		}
+// dropUnit drops the unit that starts at u, when one does and it may go.
+func (t *trim) dropUnit(u int) {
+	if t.unit[u] != u || !t.keep[u] || t.pinned[u] {
+		return
 	}
-
-	var shortened map[int]chat.Message
-	if total > b.raw && c.toolMax > 0 {
-		for i := range msgs {
-			if !keep[i] || msgs[i].Role != chat.RoleTool || counts[i] <= c.toolMax {
-				continue
-			}
-			s, sn, ok, err := c.shorten(e, msgs[i], counts[i])
-			if err != nil {
-				return Fit{}, err
-			}
-			if !ok {
-				continue
-			}
-			if shortened == nil {
-				shortened = map[int]chat.Message{}
-			}
-			shortened[i] = s
-			total -= counts[i] - sn
-			counts[i] = sn
-		}
+	for j := u; j >= 0; j = t.next[j] {
+		t.keep[j] = false
+		t.total -= t.counts[j]
+		t.kept--
 	}
+}
 
-	for u := 0; u < n && total > b.raw; u++ {
-		if droppable(u) {
-			drop(u)
-		}
-	}
-
-	f := Fit{Messages: make([]chat.Message, 0, n), PromptTokens: total}
-	for i := range msgs {
-		if !keep[i] {
+// shortenResults shortens the kept tool results over the tool result
+// bound, oldest first.
+func (c *Counter) shortenResults(e *encoding, t *trim) error {
+	for i := range t.msgs {
+		if !t.keep[i] || t.msgs[i].Role != chat.RoleTool || t.counts[i] <= c.toolMax {
 			continue
 		}
-		if s, ok := shortened[i]; ok {
+		s, sn, ok, err := c.shorten(e, t.msgs[i], t.counts[i])
+		if err != nil {
+			return err
+		}
+		if !ok {
+			continue
+		}
+		if t.shortened == nil {
+			t.shortened = map[int]chat.Message{}
+		}
+		t.shortened[i] = s
+		t.total -= t.counts[i] - sn
+		t.counts[i] = sn
+	}
+	return nil
+}
+
+// fit is the request's messages as the truncation left them.
+func (t *trim) fit() Fit {
+	f := Fit{Messages: make([]chat.Message, 0, len(t.msgs)), PromptTokens: t.total}
+	for i := range t.msgs {
+		if !t.keep[i] {
+			continue
+		}
+		if s, ok := t.shortened[i]; ok {
 			f.Messages = append(f.Messages, s)
 			f.Shortened++
 			continue
 		}
-		f.Messages = append(f.Messages, msgs[i])
+		f.Messages = append(f.Messages, t.msgs[i])
 	}
-	f.DroppedMessages = n - len(f.Messages)
-	return f, nil
+	f.DroppedMessages = len(t.msgs) - len(f.Messages)
+	return f
 }
 
 // tooLongError says why a request cannot fit; minimum is the count of what
