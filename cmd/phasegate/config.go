@@ -751,6 +751,12 @@ func versionLine() string {
 	if modified {
 		commit += " (modified)"
 	}
+	if stampVersion != "" {
+		version = stampVersion
+	}
+	if stampCommit != "" {
+		commit = stampCommit
+	}
 	return fmt.Sprintf("phasegate %s, commit %s, built with %s", version, commit, goVersion)
 }
 
