@@ -246,13 +246,7 @@ func loadFile(path string) (fileConfig, error) {
 	}
 	var doc yaml.Node
 	if err := yaml.Unmarshal(b, &doc); err != nil {
-		msg := strings.TrimPrefix(err.Error(), "yaml: ")
-		if rest, ok := strings.CutPrefix(msg, "line "); ok {
-			if n, text, ok := strings.Cut(rest, ": "); ok {
-				return fc, fmt.Errorf("%s:%s: not valid YAML: %s", path, n, text)
-			}
-		}
-		return fc, fmt.Errorf("config file %s: not valid YAML: %s", path, msg)
+		return fc, yamlSyntaxError(path, b, err)
 	}
 	fc.scalars = map[string]value{}
 	if len(doc.Content) == 0 {
@@ -287,6 +281,12 @@ func loadFile(path string) (fileConfig, error) {
 		case k.Value == "envelopes":
 			fc.envelopes = readEnvelopes(v, bad)
 		case slices.Contains(known, k.Value):
+			if v.Kind == yaml.SequenceNode {
+				if raw, ok := fileList(k.Value, v, bad); ok {
+					fc.scalars[k.Value] = value{raw: raw, src: source{from: fromFile, file: path, line: v.Line}}
+				}
+				continue
+			}
 			if v.Kind != yaml.ScalarNode {
 				bad(v.Line, "%s must be a single value, not a list or a mapping", k.Value)
 				continue
@@ -597,6 +597,8 @@ var serveCommand = command{name: "phasegate", intro: `phasegate: an OpenAI-compa
 Usage:
   phasegate [flags]          serve (with no provider configured: the built-in simulated model)
   phasegate demo [flags]     show the guard at work on simulated models
+  phasegate healthcheck      exit 0 if the gateway at LISTEN_ADDR is ready (a container's
+                             health check; phasegate healthcheck --help says more)
   phasegate help             this help
   phasegate --version        version, commit and Go version
 

@@ -190,7 +190,7 @@ func TestInvalid(t *testing.T) {
 		{name: "unknown nested key in the file", file: "routes:\n  - model: x\n    provider: openai\n    weight: 2\n", wantIn: ":5: routes[0]: unknown key weight"},
 		{name: "unknown model limit in the file", file: "models:\n  my-model:\n    context_windw: 100\n", wantIn: ":4: models: my-model: unknown key context_windw; did you mean context_window?"},
 		{name: "bad model limit in the file", file: "models:\n  my-model:\n    safety_margin: 2\n", wantIn: ":4: models: my-model: safety_margin: 2: must be a fraction"},
-		{name: "file is not YAML", file: "- a\n- b\n", wantIn: ":1: not valid YAML: did not find expected key"},
+		{name: "file is not YAML", file: "- a\n- b\n", wantIn: ":2:1: not valid YAML: non-map value is specified"},
 		{name: "a scalar setting given a list", file: "listen_addr: [a, b]\n", wantIn: ":2: listen_addr must be a single value"},
 		{name: "a key set twice", file: "log_level: warn\nlog_level: info\n", wantIn: ":3: log_level is set twice (first on line 2)"},
 		{name: "missing config file", args: []string{"--config", "/nonexistent/phasegate.yaml"}, wantIn: "config file"},

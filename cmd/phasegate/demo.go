@@ -7,6 +7,8 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 
@@ -133,8 +135,27 @@ func runDemo(ctx context.Context, args []string, getenv func(string) string, std
 			}
 		}
 	}
-	fmt.Fprintf(stdout, "\nPoint your own client at %s/v1 (run `phasegate` to keep it up) and watch the X-Phasegate-* headers.\n", "http://localhost:8080")
+	fmt.Fprintf(stdout, "\n%s\n", demoNext(getenv))
 	return nil
+}
+
+// program is the command that started this process, as typed.
+var program = os.Args[0]
+
+// demoNext is the demo's last line: how to keep a gateway up, by the
+// command this process was started with (`go run ./cmd/phasegate` when it
+// was go run's temporary binary), and the URL a client points at, from
+// LISTEN_ADDR or PORT as the gateway reads them.
+func demoNext(getenv func(string) string) string {
+	cmd := program
+	if strings.Contains(filepath.ToSlash(cmd), "/go-build") {
+		cmd = "go run ./cmd/phasegate"
+	}
+	base, err := gatewayURL(getenv)
+	if err != nil {
+		return fmt.Sprintf("To keep a gateway up, run `%s` (and fix %v); then point your own client at it and watch the X-Phasegate-* headers.", cmd, err)
+	}
+	return fmt.Sprintf("To keep a gateway up, run `%s`; then point your own client at %s/v1 and watch the X-Phasegate-* headers.", cmd, base)
 }
 
 // demoScenario is one failure the demo plays.

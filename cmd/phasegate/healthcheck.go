@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -10,31 +11,49 @@ import (
 	"time"
 )
 
+const healthcheckUsage = `phasegate healthcheck: ask a running gateway whether it is ready, and exit
+0 if it is, 1 if not: the health check of a container image with no shell
+or curl (the Dockerfile's HEALTHCHECK).
+
+Usage:
+  phasegate healthcheck [flags]
+
+It asks GET /readyz at the address the gateway listens on, read as the
+gateway reads it: LISTEN_ADDR (host:port or a port alone), else PORT, else
+:8080; a host left out or unspecified (0.0.0.0, ::) is this host's loopback.
+/readyz answers 503 while the gateway drains before a shutdown.
+
+Flags:
+`
+
 // runHealthcheck asks a running gateway's /readyz and fails unless it
 // answers 200: a container's HEALTHCHECK, in an image with no shell or
-// curl. The gateway is the one LISTEN_ADDR names (a host left out or
-// unspecified is this host's loopback), unless --url names another.
-func runHealthcheck(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer) error {
+// curl. The gateway is the one LISTEN_ADDR (or PORT) names, read as the
+// gateway reads them, unless --url names another.
+func runHealthcheck(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("phasegate healthcheck", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	addr := getenv("LISTEN_ADDR")
-	if addr == "" {
-		addr = ":8080"
-	}
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
 	url := fs.String("url", "", "readiness URL to ask (default: /readyz at LISTEN_ADDR on loopback)")
 	timeout := fs.Duration("timeout", 5*time.Second, "how long to wait for the answer")
 	if err := fs.Parse(args); err != nil {
-		return err
+		if errors.Is(err, flag.ErrHelp) {
+			fmt.Fprint(stdout, healthcheckUsage)
+			fs.SetOutput(stdout)
+			fs.PrintDefaults()
+			return err
+		}
+		return fmt.Errorf("healthcheck: %w (phasegate healthcheck --help lists its flags)", err)
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("healthcheck: unexpected argument %q (phasegate healthcheck --help lists its flags)", fs.Arg(0))
 	}
 	if *url == "" {
-		host, port, err := net.SplitHostPort(addr)
+		u, err := readyURL(getenv)
 		if err != nil {
-			return fmt.Errorf("healthcheck: LISTEN_ADDR %q: %w", addr, err)
+			return err
 		}
-		if ip := net.ParseIP(host); host == "" || ip != nil && ip.IsUnspecified() {
-			host = "127.0.0.1"
-		}
-		*url = "http://" + net.JoinHostPort(host, port) + "/readyz"
+		*url = u
 	}
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
@@ -52,4 +71,39 @@ func runHealthcheck(ctx context.Context, args []string, getenv func(string) stri
 		return fmt.Errorf("healthcheck: %s answered %s", *url, resp.Status)
 	}
 	return nil
+}
+
+// readyURL is the /readyz URL of the gateway the environment configures.
+func readyURL(getenv func(string) string) (string, error) {
+	base, err := gatewayURL(getenv)
+	if err != nil {
+		return "", fmt.Errorf("healthcheck: %w", err)
+	}
+	return base + "/readyz", nil
+}
+
+// gatewayURL is the root URL of the gateway the environment configures,
+// its address read by the gateway's own rules (listenAddr), on loopback
+// when the host is left out or unspecified.
+func gatewayURL(getenv func(string) string) (string, error) {
+	v := map[string]value{"LISTEN_ADDR": {raw: settingNamed("LISTEN_ADDR").def}}
+	if raw := getenv("LISTEN_ADDR"); raw != "" {
+		v["LISTEN_ADDR"] = value{raw: raw, src: source{from: fromEnv}}
+	} else if port := getenv("PORT"); port != "" {
+		v["LISTEN_ADDR"] = value{raw: port, src: source{from: fromEnv}}
+		v["PORT"] = v["LISTEN_ADDR"]
+	}
+	r := &resolver{v: v}
+	addr := listenAddr(v, r.bad)
+	if len(r.errs) > 0 {
+		return "", r.errs[0]
+	}
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", fmt.Errorf("LISTEN_ADDR %q: %w", addr, err)
+	}
+	if ip := net.ParseIP(host); host == "" || ip != nil && ip.IsUnspecified() {
+		host = "127.0.0.1"
+	}
+	return "http://" + net.JoinHostPort(host, port), nil
 }

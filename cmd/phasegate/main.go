@@ -53,8 +53,8 @@ func main() {
 	}
 }
 
-// dispatch runs the subcommand args name: the gateway by default, demo, or
-// help. A request for help or the version is answered on stdout and is no
+// dispatch runs the subcommand args name: the gateway by default, demo,
+// healthcheck, or help. A request for help or the version is answered on stdout and is no
 // error.
 func dispatch(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	var err error
@@ -62,11 +62,14 @@ func dispatch(ctx context.Context, args []string, getenv func(string) string, st
 	case len(args) > 0 && args[0] == "demo":
 		err = runDemo(ctx, args[1:], getenv, stdout, stderr)
 	case len(args) > 0 && args[0] == "healthcheck":
-		err = runHealthcheck(ctx, args[1:], getenv, stderr)
+		err = runHealthcheck(ctx, args[1:], getenv, stdout)
 	case len(args) > 0 && args[0] == "help":
-		if len(args) > 1 && args[1] == "demo" {
+		switch {
+		case len(args) > 1 && args[1] == "demo":
 			_, err = parseOptions(demoCommand, []string{"--help"}, getenv, stdout)
-		} else {
+		case len(args) > 1 && args[1] == "healthcheck":
+			err = runHealthcheck(ctx, []string{"--help"}, getenv, stdout)
+		default:
 			_, err = parseOptions(serveCommand, []string{"--help"}, getenv, stdout)
 		}
 	default:
@@ -116,7 +119,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	ln, err := net.Listen("tcp", o.listenAddr)
 	if err != nil {
-		return fmt.Errorf("listen: %w", err)
+		return listenError(o, err)
 	}
 	// Requests run under a context the shutdown can end with a cause, so a
 	// stream still running when the grace is spent ends with an in-band
@@ -131,17 +134,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		// No WriteTimeout: it would cut long streams. Each request is
 		// bounded by REQUEST_TIMEOUT instead.
 	}
-	names := make([]string, 0, len(o.proxy.Providers))
-	for _, p := range o.proxy.Providers {
-		names = append(names, p.Name)
-	}
-	if o.simulated {
-		log.Warn("no provider configured: serving the built-in SIMULATED model for every model name; set DEEPSEEK_API_KEY or OPENAI_API_KEY (or PROVIDERS) to reach a real one")
-	}
-	log.Info("phasegate listening", "addr", ln.Addr().String(), "providers", names, "two_stage", o.twoStage)
-	if p, ok := o.sources["PORT"]; ok {
-		log.Info("listening on PORT, as LISTEN_ADDR is not set", "port", p.raw)
-	}
+	logStart(log, o, ln.Addr())
 	if listening != nil {
 		listening(ln.Addr())
 	}
