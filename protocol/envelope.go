@@ -98,6 +98,13 @@ type envelopeRun struct {
 	// dropping: the open envelope outgrew MaxEnvelopeBytes with no re-ask
 	// left, and is discarded up to its end delimiter.
 	dropping bool
+	// repeat is the text the client already got from the answer last asked
+	// again, not yet matched by the new answer: a model asked again
+	// usually repeats what it wrote before its envelope, and the client
+	// must not get it twice. matched is the new answer's text that matched
+	// it so far, held back until the whole repeat matched (then dropped)
+	// or the new answer says something else (then it goes out).
+	repeat, matched string
 }
 
 func newEnvelopeRun(mode EnvelopeMode, set *envelope.Set, max int) *envelopeRun {
@@ -117,7 +124,7 @@ func (e *envelopeRun) passes(content string) bool {
 	if e == nil {
 		return true
 	}
-	if e.scan.Inside() || e.scan.Held() > 0 || strings.IndexByte(content, '<') >= 0 {
+	if e.scan.Inside() || e.scan.Held() > 0 || e.repeat != "" || strings.IndexByte(content, '<') >= 0 {
 		return false
 	}
 	e.keep(content)
@@ -151,17 +158,19 @@ func (r *guardRun) say(ctx context.Context, a *upstreamAnswer, content string, r
 	}
 	r.env.keep(content)
 	parts := r.env.scan.Feed(content)
-	if raw != nil && len(parts) == 1 && !parts[0].Envelope && len(parts[0].Text) == len(content) {
-		r.roleSent, r.afterNotice = true, false
+	if raw != nil && r.env.repeat == "" && len(parts) == 1 && !parts[0].Envelope && len(parts[0].Text) == len(content) {
+		r.roleSent = true
+		r.wrote(content)
 		return nil, false, r.s.emit(Event{Kind: KindChunk, Data: raw, Ext: r.ext})
 	}
 	for _, p := range parts {
 		if !p.Envelope {
-			if err := r.writeContent(p.Text); err != nil {
+			if err := r.writeText(p.Text); err != nil {
 				return nil, false, err
 			}
 			continue
 		}
+		r.env.repeat, r.env.matched = "", "" // the envelope: what came before was a repeat
 		if r.env.dropping {
 			r.env.dropping = false // the end of an envelope given up on
 			continue
@@ -222,10 +231,11 @@ func (r *guardRun) envelopeAtEnd(ctx context.Context, a *upstreamAnswer) (*refus
 		return r.envelopeFailed(ctx, a, envelope.Result{Errors: []string{"missing end delimiter " + envelope.EndDelimiter}}, true)
 	}
 	for _, p := range parts {
-		if err := r.writeContent(p.Text); err != nil {
+		if err := r.writeText(p.Text); err != nil {
 			return nil, false, err
 		}
 	}
+	r.env.repeat, r.env.matched = "", ""
 	if r.env.report != nil {
 		return nil, false, nil
 	}
@@ -302,6 +312,10 @@ func (r *guardRun) countEnvelope(ctx context.Context, phase envelope.Phase, outc
 // notice that says what was wrong and the exact format.
 func (r *guardRun) reask(ref *refusal) error {
 	r.env.retries++
+	// The client got the answer's text up to its envelope (all of it when
+	// it wrote none).
+	r.env.repeat, _, _ = strings.Cut(r.env.said.String(), envelope.StartDelimiter)
+	r.env.matched = ""
 	if ref.assistant != nil {
 		r.extra = append(r.extra, *ref.assistant)
 	}
@@ -341,11 +355,46 @@ func (r *guardRun) dropHeld(ctx context.Context) error {
 		return nil
 	}
 	for _, p := range parts {
-		if err := r.writeContent(p.Text); err != nil {
+		if err := r.writeText(p.Text); err != nil {
 			return err
 		}
 	}
+	r.env.repeat, r.env.matched = "", ""
 	return nil
+}
+
+// writeText writes text of the answer outside its envelopes, less what
+// repeats the text the client already got from the answer asked again.
+func (r *guardRun) writeText(text string) error {
+	if text = r.env.unrepeated(text); text == "" {
+		return nil
+	}
+	return r.writeContent(text)
+}
+
+// unrepeated returns what of text, the next text of the answer, the client
+// does not have yet: nothing while it repeats the answer asked again (held
+// in matched), then the rest; all that was held once it says something
+// else.
+func (e *envelopeRun) unrepeated(text string) string {
+	if e.repeat == "" {
+		return text
+	}
+	n := 0
+	for n < len(text) && n < len(e.repeat) && text[n] == e.repeat[n] {
+		n++
+	}
+	switch {
+	case n == len(e.repeat):
+		e.repeat, e.matched = "", ""
+		return text[n:]
+	case n == len(text):
+		e.repeat, e.matched = e.repeat[n:], e.matched+text
+		return ""
+	}
+	out := e.matched + text
+	e.repeat, e.matched = "", ""
+	return out
 }
 
 // withEnvelope adds the envelope report to the phase metadata.

@@ -140,6 +140,10 @@ type guardRun struct {
 	forwarded bool // a tool call went to the client
 	// afterNotice is whether the last content the client got was a notice.
 	afterNotice bool
+	// newlines is the number of newlines that end the content the client
+	// got so far: a notice after text that ends its paragraph needs no
+	// blank line of its own.
+	newlines int
 	phase       Phase
 	phaseIndex  int
 	ext         []byte
@@ -313,19 +317,36 @@ func (r *guardRun) notice(text, shown string) error {
 // writeNotice shows the client a notice line as a paragraph of its own;
 // lines that follow each other are one paragraph apart, not two.
 func (r *guardRun) writeNotice(shown string) error {
-	after := r.afterNotice
-	if err := r.writeContent(noticeText(shown, after)); err != nil {
+	after, newlines := r.afterNotice, r.newlines
+	if err := r.writeContent(noticeText(shown, after, newlines)); err != nil {
 		return err
 	}
 	r.afterNotice = true
 	return nil
 }
 
-func noticeText(text string, afterNotice bool) string {
+// noticeText is a notice line as a paragraph of its own: a blank line
+// before it, less the newlines the content before it already ends with.
+func noticeText(text string, afterNotice bool, newlines int) string {
 	if afterNotice {
-		return "**System Notice**: " + text + "\n\n"
+		newlines = 2
 	}
-	return "\n\n**System Notice**: " + text + "\n\n"
+	return strings.Repeat("\n", max(2-newlines, 0)) + "**System Notice**: " + text + "\n\n"
+}
+
+// wrote notes content the client got: it ends any run of notices, and
+// the newlines it ends with count towards the next notice's blank line.
+func (r *guardRun) wrote(content string) {
+	r.afterNotice = false
+	if content == "" {
+		return
+	}
+	trimmed := strings.TrimRight(content, "\n")
+	if trimmed == "" {
+		r.newlines += len(content)
+		return
+	}
+	r.newlines = len(content) - len(trimmed)
 }
 
 // upstreamRequest builds the request of one internal call and counts it:
@@ -563,7 +584,8 @@ func (r *guardRun) reaskAfterFinish(a *upstreamAnswer, ref *refusal) (*refusal, 
 // request has an envelope rule.
 func (r *guardRun) text(ctx context.Context, a *upstreamAnswer, st Step) (*refusal, bool, error) {
 	if st.Raw && r.env.passes(st.Text) {
-		r.roleSent, r.afterNotice = true, false
+		r.roleSent = true
+		r.wrote(st.Text)
 		return nil, false, r.s.emit(Event{Kind: KindChunk, Data: st.Data, Ext: r.ext})
 	}
 	if r.env == nil {
@@ -803,7 +825,11 @@ func (r *guardRun) writeContent(text string) error {
 }
 
 func (r *guardRun) writeDelta(d chat.OutDelta) error {
-	r.afterNotice = false
+	if d.Content != nil {
+		r.wrote(*d.Content)
+	} else {
+		r.afterNotice = false
+	}
 	if !r.roleSent {
 		d.Role, r.roleSent = chat.RoleAssistant, true
 	}
