@@ -36,6 +36,7 @@ import (
 
 const (
 	rulesFile     = "prometheus/rules.yml"
+	scrapeFile    = "prometheus/prometheus.yml"
 	dashboardFile = "grafana/phasegate-dashboard.json"
 	job           = "phasegate"
 	// testBudget bounds the whole test: Prometheus's start, the sessions
@@ -213,17 +214,7 @@ type promServer struct {
 func startPrometheus(t *testing.T, ctx context.Context, bin, target string) *promServer {
 	dir := t.TempDir()
 	writeRules(t, filepath.Join(dir, "rules.yml"))
-	config := fmt.Sprintf(`global:
-  scrape_interval: 1s
-  scrape_timeout: 1s
-  evaluation_interval: 1s
-rule_files: [rules.yml]
-scrape_configs:
-  - job_name: %s
-    static_configs:
-      - targets: [%q]
-`, job, target)
-	if err := os.WriteFile(filepath.Join(dir, "prometheus.yml"), []byte(config), 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, "prometheus.yml"), scrapeConfig(t, target), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	p := &promServer{url: "http://" + freeAddr(t), log: filepath.Join(dir, "prometheus.log")}
@@ -268,6 +259,43 @@ scrape_configs:
 		return resp.StatusCode == http.StatusOK, resp.Status
 	})
 	return p
+}
+
+// scrapeConfig is the shipped scrape config (the one deploy/compose.yaml
+// gives Prometheus) with its gateway target replaced by target and every
+// interval made 1s; the rest (job, metrics path, rule files) as shipped.
+func scrapeConfig(t *testing.T, target string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(scrapeFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cfg map[string]any
+	if err := yaml.Unmarshal(b, &cfg); err != nil {
+		t.Fatalf("%s: %v", scrapeFile, err)
+	}
+	if files, _ := cfg["rule_files"].([]any); len(files) != 1 || files[0] != filepath.Base(rulesFile) {
+		t.Fatalf("%s: rule_files %v, want the shipped rules beside it, [%s]", scrapeFile, cfg["rule_files"], filepath.Base(rulesFile))
+	}
+	cfg["global"] = map[string]any{"scrape_interval": "1s", "scrape_timeout": "1s", "evaluation_interval": "1s"}
+	jobs, _ := cfg["scrape_configs"].([]any)
+	if len(jobs) != 1 {
+		t.Fatalf("%s: %d scrape configs, want the gateway's alone", scrapeFile, len(jobs))
+	}
+	sc, _ := jobs[0].(map[string]any)
+	if sc["job_name"] != job {
+		t.Fatalf("%s: job_name %v, want %s (the dashboard's job variable lists it)", scrapeFile, sc["job_name"], job)
+	}
+	statics, _ := sc["static_configs"].([]any)
+	if len(statics) != 1 {
+		t.Fatalf("%s: %d static configs, want 1", scrapeFile, len(statics))
+	}
+	statics[0].(map[string]any)["targets"] = []string{target}
+	out, err := yaml.Marshal(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
 }
 
 // freeAddr returns a loopback address no one listens on.
