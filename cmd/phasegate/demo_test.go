@@ -16,7 +16,9 @@ func TestDemo(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	var out bytes.Buffer
-	getenv := func(string) string { return "" }
+	// The user's gateway address: the demo ignores it for its own, and
+	// names it in its last line.
+	getenv := env(map[string]string{"LISTEN_ADDR": "0.0.0.0:9191"})
 	if err := runDemo(ctx, nil, getenv, &out, io.Discard); err != nil {
 		t.Fatalf("runDemo: %v\n%s", err, out.String())
 	}
@@ -42,6 +44,16 @@ func TestDemo(t *testing.T) {
 		if !strings.Contains(text, want) {
 			t.Errorf("demo output lacks %q", want)
 		}
+	}
+	// The envelope asked again: the text before it is read once.
+	if got := strings.Count(sections[4], "says: I explored the codebase."); got != 1 {
+		t.Errorf("scenario 4 with the guard shows the text before the envelope %d times, want once:\n%s", got, sections[4])
+	}
+	// The last line: the command a go run user has, and the address the
+	// environment gives the gateway.
+	last := text[strings.LastIndex(strings.TrimRight(text, "\n"), "\n")+1:]
+	if want := "To keep a gateway up, run `go run ./cmd/phasegate`; then point your own client at http://127.0.0.1:9191/v1"; !strings.HasPrefix(last, want) {
+		t.Errorf("the demo's last line is %q, want it to start %q", last, want)
 	}
 	// Every guarded run ends in an answer.
 	for i, s := range sections[1:] {
