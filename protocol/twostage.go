@@ -143,10 +143,10 @@ type guardRun struct {
 	// newlines is the number of newlines that end the content the client
 	// got so far: a notice after text that ends its paragraph needs no
 	// blank line of its own.
-	newlines int
-	phase       Phase
-	phaseIndex  int
-	ext         []byte
+	newlines   int
+	phase      Phase
+	phaseIndex int
+	ext        []byte
 }
 
 func (g *TwoStage) newRun(x *Exchange, yield func(Event, error) bool) *guardRun {
