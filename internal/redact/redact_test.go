@@ -103,7 +103,7 @@ func TestRedactorLeavesOtherTextAlone(t *testing.T) {
 	for _, in := range []string{
 		"", "plain text with sk- and gsk_ but no key", `{"a":"\u0041\\n"}`,
 		gskKey[:len(gskKey)-1] + "!", // one character short
-		"live-0123",                // a stripped rest too short to look for
+		"live-0123",                  // a stripped rest too short to look for
 	} {
 		if got := r.String(in); got != in {
 			t.Errorf("String(%q) = %q, want it unchanged", in, got)
