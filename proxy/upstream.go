@@ -102,14 +102,12 @@ func (u *upstream) Send(ctx context.Context, req *chat.Request) (*protocol.Respo
 		stop()
 		return nil, err
 	}
-	if isRedirect(resp.StatusCode) {
-		resp.Body.Close()
-		stop()
-		return nil, redirectError(resp.StatusCode)
-	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		defer stop()
 		defer resp.Body.Close()
+		if isRedirect(resp.StatusCode) {
+			return nil, redirectError(resp.StatusCode)
+		}
 		b, rerr := io.ReadAll(io.LimitReader(resp.Body, u.cfg.MaxResponseBytes))
 		if rerr != nil {
 			return nil, upstreamCallError(ctx, rerr)
