@@ -220,6 +220,10 @@ func TestNoSecretLeaks(t *testing.T) {
 	}
 	raw, body, _ := rawExchange(t, g.addr, http.MethodGet, "/metrics", "", "metrics", "")
 	findLeaks(t, "/metrics", raw+"\n"+body)
+	// A client that sends its own key as its request id: the id is in
+	// every log line and span of the request.
+	raw, body, _ = rawExchange(t, g.addr, http.MethodPost, "/v1/chat/completions", s(2), s(2), chatBody(true, "hello"))
+	findLeaks(t, "a key as the request id", raw+"\n"+body)
 	if err := g.stop(t); err != nil {
 		t.Fatal(err)
 	}
