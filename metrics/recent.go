@@ -57,7 +57,7 @@ func (r *Recent) Trace(_ context.Context, ev Trace) {
 		return
 	}
 	e := RecentEvent{Time: time.Now().UTC(), Event: ev.Kind, ProjectID: ev.ProjectID, Phase: ev.Phase, PhaseIndex: ev.PhaseIndex,
-		CycleIndex: ev.CycleIndex, Tool: ev.Tool, ToolCallID: ev.ToolCallID, Verdict: ev.Verdict, Reason: redact(ev.Reason)}
+		CycleIndex: ev.CycleIndex, Tool: ev.Tool, ToolCallID: ev.ToolCallID, Verdict: ev.Verdict, Reason: Redact(ev.Reason)}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	req := r.byID[ev.RequestID]

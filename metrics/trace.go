@@ -7,8 +7,8 @@ package metrics
 import (
 	"context"
 	"log/slog"
-	"regexp"
-	"strings"
+
+	"github.com/phasegate/phasegate/internal/redact"
 )
 
 // TraceKind names a trace event (seed 003 §10), as logs spell it.
@@ -111,111 +111,16 @@ func (t *TraceLog) Trace(ctx context.Context, ev Trace) {
 }
 
 // Redacted replaces a credential in logs; proxy.Secret prints the same.
-const Redacted = "[redacted]"
-
-var (
-	apiKeyPattern = regexp.MustCompile(`\bsk-[A-Za-z0-9_-]{8,}`)
-	// RFC 9110 §11.1: the auth scheme is case-insensitive; the token is
-	// RFC 6750's b64token, so a quote or brace after it (a token quoted in
-	// a JSON error body) is kept and the JSON stays JSON.
-	bearerPattern = regexp.MustCompile(`(?i)\b(bearer)\s+[A-Za-z0-9._~+/-]+=*`)
-)
+const Redacted = redact.Marker
 
 // RedactingHandler wraps h so that API keys ("sk-" and at least eight key
 // characters, the shape of OpenAI and DeepSeek keys) and bearer tokens
-// ("Bearer " and what follows up to white space) never reach it: the
-// message, string attribute values, error values and LogValuer results,
-// inside groups and in attributes added with With, are rewritten with
-// Redacted in place of each. Other values (numbers, structs marshalled by
-// h) pass unchanged. It is as safe for concurrent use as h.
-func RedactingHandler(h slog.Handler) slog.Handler {
-	if r, ok := h.(redactingHandler); ok {
-		return r
-	}
-	return redactingHandler{next: h}
-}
-
-type redactingHandler struct {
-	next slog.Handler
-}
-
-func (r redactingHandler) Enabled(ctx context.Context, l slog.Level) bool {
-	return r.next.Enabled(ctx, l)
-}
-
-func (r redactingHandler) Handle(ctx context.Context, rec slog.Record) error {
-	out := slog.NewRecord(rec.Time, rec.Level, redact(rec.Message), rec.PC)
-	rec.Attrs(func(a slog.Attr) bool {
-		out.AddAttrs(redactAttr(a))
-		return true
-	})
-	return r.next.Handle(ctx, out)
-}
-
-func (r redactingHandler) WithAttrs(attrs []slog.Attr) slog.Handler {
-	red := make([]slog.Attr, len(attrs))
-	for i, a := range attrs {
-		red[i] = redactAttr(a)
-	}
-	return redactingHandler{next: r.next.WithAttrs(red)}
-}
-
-func (r redactingHandler) WithGroup(name string) slog.Handler {
-	return redactingHandler{next: r.next.WithGroup(name)}
-}
-
-func redactAttr(a slog.Attr) slog.Attr {
-	v := a.Value.Resolve()
-	switch v.Kind() {
-	case slog.KindString:
-		if s := v.String(); mayHoldSecret(s) {
-			v = slog.StringValue(redact(s))
-		}
-	case slog.KindGroup:
-		g := v.Group()
-		red := make([]slog.Attr, len(g))
-		for i, ga := range g {
-			red[i] = redactAttr(ga)
-		}
-		v = slog.GroupValue(red...)
-	case slog.KindAny:
-		// Errors are logged by their text, which may quote a request
-		// header or an upstream answer.
-		if err, ok := v.Any().(error); ok && err != nil {
-			if s := err.Error(); mayHoldSecret(s) {
-				v = slog.StringValue(redact(s))
-			}
-		}
-	}
-	a.Value = v
-	return a
-}
-
-// redact replaces the credentials in s.
-func redact(s string) string {
-	if !mayHoldSecret(s) {
-		return s
-	}
-	s = bearerPattern.ReplaceAllString(s, "${1} "+Redacted)
-	return apiKeyPattern.ReplaceAllString(s, Redacted)
-}
-
-// mayHoldSecret is a cheap test that spares the regular expressions the
-// strings that cannot match them, which are nearly all.
-func mayHoldSecret(s string) bool {
-	if strings.Contains(s, "sk-") {
-		return true
-	}
-	for i := 0; i+6 <= len(s); i++ {
-		if s[i]|0x20 == 'b' && strings.EqualFold(s[i:i+6], "bearer") {
-			return true
-		}
-	}
-	return false
-}
+// ("Bearer " and what follows up to white space) never reach it (see
+// redact.Handler, which also redacts the configured secrets by value).
+// A handler already redacting is returned as it is.
+func RedactingHandler(h slog.Handler) slog.Handler { return redact.Handler(h, nil) }
 
 // Redact returns s with every API key and bearer token replaced by
 // Redacted, as RedactingHandler writes them: for text that leaves the
-// gateway by another way than its logs, such as a span attribute or an
-// upstream error body relayed to a client.
-func Redact(s string) string { return redact(s) }
+// gateway by another way than its logs, such as a span attribute.
+func Redact(s string) string { return redact.Patterns(s) }

@@ -45,9 +45,16 @@ func (h *Handler) serveRecent(w http.ResponseWriter, r *http.Request, id string)
 			Message: "no trace events are kept for request " + id + ": unknown, or older than the recent requests kept"})
 		return
 	}
+	b, err := json.Marshal(req)
+	if err != nil {
+		writeJSONError(w, chat.AsError(err))
+		return
+	}
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
-	_ = json.NewEncoder(w).Encode(req) // a failed write means the client left
+	// The reasons of the events quote upstream errors and the model's
+	// output: redacted like any other exit.
+	_, _ = w.Write(append(h.redactor.Bytes(b), '\n')) // a failed write means the client left
 }
 
 // Admin returns the handler of the admin routes alone — /metrics,
@@ -63,7 +70,9 @@ func (h *Handler) Admin() http.Handler {
 		writeJSONError(c.Writer, &chat.Error{Status: http.StatusNotFound, Type: chat.TypeInvalidRequest, Code: "unknown_url",
 			Message: "unknown route: " + c.Request.Method + " " + c.Request.URL.Path})
 	})
-	return e
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		e.ServeHTTP(&exitWriter{ResponseWriter: w, r: h.redactor}, r)
+	})
 }
 
 // adminRoutes adds /metrics (behind the admin key when the configuration

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"net/http"
 
-	"github.com/phasegate/phasegate/metrics"
 	"github.com/phasegate/phasegate/protocol"
 	"github.com/phasegate/phasegate/protocol/chat"
 )
@@ -25,15 +24,14 @@ func formatBytes(n int64) string { return protocol.FormatBytes(n) }
 
 // writeError writes f before anything else was written: an upstream
 // error is relayed as it came, any other in OpenAI's shape, and nothing
-// for a client that left.
+// for a client that left. The credentials an upstream quoted back (a key
+// in an "invalid API key" message) are redacted on the way out, as every
+// error body is (exitWriter).
 func writeError(w http.ResponseWriter, f protocol.Failure) {
 	if f.Relay != nil {
-		// Relayed as it came, but for a credential the upstream quoted
-		// back (a key in an "invalid API key" message): the gateway's own
-		// key must not reach a client that way either.
 		copyHeader(w.Header(), f.Relay.Header)
 		w.WriteHeader(f.Relay.Status)
-		_, _ = w.Write([]byte(metrics.Redact(string(f.Relay.Body))))
+		_, _ = w.Write(f.Relay.Body)
 		return
 	}
 	if f.Error.Status == statusClientClosed {
@@ -45,10 +43,11 @@ func writeError(w http.ResponseWriter, f protocol.Failure) {
 // failureJSON is the status and JSON body of the answer writeError gives
 // f (an upstream's error body that is not JSON gives the gateway's own),
 // for a resume to answer the same; ok is false for a client that left.
+// The body is not redacted yet.
 func failureJSON(f protocol.Failure) (status int, body []byte, ok bool) {
 	if f.Relay != nil {
-		if b := []byte(metrics.Redact(string(f.Relay.Body))); json.Valid(b) {
-			return f.Relay.Status, b, true
+		if json.Valid(f.Relay.Body) {
+			return f.Relay.Status, f.Relay.Body, true
 		}
 		return f.Relay.Status, f.Error.Body(), true
 	}

@@ -22,6 +22,7 @@ import (
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/phasegate/phasegate/internal/redact"
 	"github.com/phasegate/phasegate/metrics"
 	"github.com/phasegate/phasegate/protocol"
 	"github.com/phasegate/phasegate/protocol/chat"
@@ -110,6 +111,11 @@ type Options struct {
 	// replicas (store.RedisStreams), the handler watches their cancels
 	// until Close.
 	Streams EventLog
+	// Redactor removes secrets from everything that leaves the gateway:
+	// responses (exitWriter), in-band errors, comments, logs and /debug.
+	// Nil redacts the credentials of the Config (providers' keys, client
+	// keys, the admin key); cmd/phasegate adds the Redis password.
+	Redactor *redact.Redactor
 }
 
 // Handler serves the gateway's routes. It is safe for concurrent use.
@@ -143,6 +149,7 @@ type Handler struct {
 	propagator propagation.TextMapPropagator
 	draining   atomic.Bool
 	engine     *gin.Engine
+	redactor   *redact.Redactor
 }
 
 // New builds a Handler from a validated config.
@@ -151,10 +158,15 @@ func New(cfg Config, opts Options) (*Handler, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	red := opts.Redactor
+	if red == nil {
+		red = redact.New(cfg.secrets()...)
+	}
 	log := opts.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
+	log = slog.New(redact.Handler(log.Handler(), red))
 	tr := opts.Transport
 	if tr == nil {
 		tr = NewTransport(cfg.Timeouts)
@@ -176,6 +188,7 @@ func New(cfg Config, opts Options) (*Handler, error) {
 		limiter:  opts.Limiter,
 		streams:  opts.Streams,
 		recent:   opts.Recent,
+		redactor: red,
 	}
 	if h.metrics == nil {
 		reg := prometheus.NewRegistry()
@@ -208,7 +221,10 @@ func New(cfg Config, opts Options) (*Handler, error) {
 }
 
 // ServeHTTP implements http.Handler.
-func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.engine.ServeHTTP(w, r) }
+// Every response leaves through an exitWriter.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	h.engine.ServeHTTP(&exitWriter{ResponseWriter: w, r: h.redactor}, r)
+}
 
 // Drain marks the gateway as shutting down: /readyz answers 503 so load
 // balancers stop sending, while in-flight requests finish.
@@ -532,7 +548,7 @@ func (c *chatRequest) serve(ctx context.Context) metrics.Outcome {
 		if rs, ok := out.(*resumableSink); ok {
 			// A resume answers the error this client gets.
 			if status, body, ok := failureJSON(protocol.Classify(err)); ok {
-				rs.rec.failed(status, body)
+				rs.rec.failed(status, c.h.redactor.Bytes(body))
 			}
 		}
 		return c.fail(err)
@@ -544,7 +560,7 @@ func (c *chatRequest) serve(ctx context.Context) metrics.Outcome {
 		c.log.Info("client closed the stream", "error", err, "duration_ms", millis(time.Since(c.start)))
 	} else {
 		c.log.Warn("stream failed after start", "error", err, "code", f.Error.Code)
-		out.fail(f.Error)
+		out.fail(redactedError(f.Error, c.h.redactor))
 	}
 	if errors.Is(err, protocol.ErrShuttingDown) {
 		_ = out.done() // the stream still ends as streams end
@@ -578,7 +594,7 @@ func (c *chatRequest) upstream(p *Provider, out sink) protocol.Upstream {
 		provider:   p,
 		header:     forwardHeader(c.r.Header),
 		requestID:  c.id,
-		onComment:  func(line []byte) { _ = out.comment(line) },
+		onComment:  func(line []byte) { _ = out.comment(h.redactor.Bytes(line)) },
 		onWait:     func() { _ = out.flush() }, // a failed write fails the next event's
 	}}
 }
@@ -745,17 +761,6 @@ func (h *Handler) envelopeMode(hdr http.Header, model string) (protocol.Envelope
 		}
 	}
 	return protocol.EnvelopeOff, nil
-}
-
-// forwardHeader returns the client headers to pass upstream: hop-by-hop
-// headers, the body framing and Accept-Encoding (the transport negotiates
-// and undoes compression itself, so events can be read) are dropped.
-func forwardHeader(in http.Header) http.Header {
-	h := in.Clone()
-	stripHopHeaders(h)
-	h.Del("Accept-Encoding")
-	h.Del("Host")
-	return h
 }
 
 // millis is d in milliseconds, to the microsecond: durations are logged

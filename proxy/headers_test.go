@@ -127,7 +127,7 @@ func TestHopByHopHeaders(t *testing.T) {
 		"Keep-Alive":          {"timeout=5"},
 		"Proxy-Authorization": {"Basic c2VjcmV0"},
 		"Proxy-Connection":    {"keep-alive"},
-		"X-End-To-End":        {"kept"},
+		"X-Stainless-Lang":    {"kept"},
 	}
 	stripped := []string{"X-Hop-Named", "Keep-Alive", "Proxy-Authorization", "Proxy-Connection", "Proxy-Authenticate"}
 	upHeader := http.Header{
@@ -135,7 +135,7 @@ func TestHopByHopHeaders(t *testing.T) {
 		"X-Hop-Up":           {"1"},
 		"Keep-Alive":         {"timeout=5"},
 		"Proxy-Authenticate": {"Basic"},
-		"X-End-To-End-Up":    {"kept"},
+		"Openai-Version":     {"kept"},
 	}
 	withHeader := func(r sim.Reply) sim.Reply { r.Header = upHeader; return r }
 	tests := []struct {
@@ -164,8 +164,8 @@ func TestHopByHopHeaders(t *testing.T) {
 					t.Errorf("upstream got hop-by-hop %s: %q", k, v)
 				}
 			}
-			if got := rec[0].Header.Get("X-End-To-End"); got != "kept" {
-				t.Errorf("upstream X-End-To-End = %q, want %q", got, "kept")
+			if got := rec[0].Header.Get("X-Stainless-Lang"); got != "kept" {
+				t.Errorf("upstream X-Stainless-Lang = %q, want %q", got, "kept")
 			}
 			for _, k := range []string{"X-Hop-Up", "Keep-Alive", "Proxy-Authenticate"} {
 				if v := resp.Header.Values(k); len(v) > 0 {
@@ -175,8 +175,8 @@ func TestHopByHopHeaders(t *testing.T) {
 			if v := resp.Header.Values("Connection"); len(v) > 0 && !(len(v) == 1 && v[0] == "close") {
 				t.Errorf("client got Connection %q from the upstream", v)
 			}
-			if got := resp.Header.Get("X-End-To-End-Up"); got != "kept" {
-				t.Errorf("client X-End-To-End-Up = %q, want %q", got, "kept")
+			if got := resp.Header.Get("Openai-Version"); got != "kept" {
+				t.Errorf("client Openai-Version = %q, want %q", got, "kept")
 			}
 		})
 	}

@@ -52,13 +52,11 @@ func (h *Handler) servePassThrough(w http.ResponseWriter, r *http.Request) {
 			pr.Out.URL.Path = strings.TrimSuffix(target.Path, "/") + rest
 			pr.Out.URL.RawPath = ""
 			pr.Out.Host = target.Host
-			if provider.APIKey != "" {
-				pr.Out.Header.Set("Authorization", "Bearer "+provider.APIKey.Reveal())
-			}
+			pr.Out.Header = forwardHeader(pr.In.Header)
+			upstreamAuth(pr.Out.Header, provider)
 		},
 		ModifyResponse: func(resp *http.Response) error {
-			moveUpstreamRequestID(resp.Header)
-			return nil
+			return passBack(resp, h.redactor, h.cfg.MaxResponseBytes)
 		},
 		FlushInterval: -1,
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
@@ -121,14 +119,15 @@ func (h *Handler) listModels(ctx context.Context, p *Provider, header http.Heade
 		return nil, fmt.Errorf("build models request: %w", err)
 	}
 	copyHeader(req.Header, header)
-	if p.APIKey != "" {
-		req.Header.Set("Authorization", "Bearer "+p.APIKey.Reveal())
-	}
+	upstreamAuth(req.Header, p)
 	resp, err := h.client.Do(req)
 	if err != nil {
 		return nil, upstreamCallError(ctx, err)
 	}
 	defer resp.Body.Close()
+	if isRedirect(resp.StatusCode) {
+		return nil, redirectError(resp.StatusCode)
+	}
 	body, err := readBody(ctx, resp.Body, h.cfg.MaxResponseBytes)
 	if err != nil {
 		return nil, err

@@ -105,6 +105,9 @@ func (u *upstream) Send(ctx context.Context, req *chat.Request) (*protocol.Respo
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		defer stop()
 		defer resp.Body.Close()
+		if isRedirect(resp.StatusCode) {
+			return nil, redirectError(resp.StatusCode)
+		}
 		b, rerr := io.ReadAll(io.LimitReader(resp.Body, u.cfg.MaxResponseBytes))
 		if rerr != nil {
 			return nil, upstreamCallError(ctx, rerr)
@@ -268,9 +271,7 @@ func (u *upstream) setHeaders(h http.Header) {
 	for k, vs := range u.header {
 		h[k] = append([]string(nil), vs...)
 	}
-	if u.provider.APIKey != "" {
-		h.Set("Authorization", "Bearer "+u.provider.APIKey.Reveal())
-	}
+	upstreamAuth(h, u.provider)
 	h.Set("X-Request-Id", u.requestID)
 }
 
@@ -387,39 +388,6 @@ func lineEnd(b []byte) int {
 		return j
 	}
 	return i
-}
-
-// hop-by-hop headers, RFC 9110 §7.6.1, and those the transport sets itself.
-var hopHeaders = []string{
-	"Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate",
-	"Proxy-Authorization", "Te", "Trailer", "Transfer-Encoding", "Upgrade",
-}
-
-// stripHopHeaders removes hop-by-hop headers, those named in Connection
-// included, and the length and encoding headers the gateway recomputes.
-func stripHopHeaders(h http.Header) {
-	for _, f := range h.Values("Connection") {
-		for _, name := range strings.Split(f, ",") {
-			if name = strings.TrimSpace(name); name != "" {
-				h.Del(name)
-			}
-		}
-	}
-	for _, name := range hopHeaders {
-		h.Del(name)
-	}
-	h.Del("Content-Length")
-}
-
-// responseHeader returns the headers of an upstream answer to pass on:
-// hop-by-hop headers stripped, and the upstream's own X-Request-Id (OpenAI
-// and DeepSeek send one) moved to X-Upstream-Request-Id, so the id the
-// client sees is always the gateway's, the one sent upstream and logged.
-func responseHeader(in http.Header) http.Header {
-	h := in.Clone()
-	stripHopHeaders(h)
-	moveUpstreamRequestID(h)
-	return h
 }
 
 func moveUpstreamRequestID(h http.Header) {

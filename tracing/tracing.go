@@ -28,6 +28,7 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/phasegate/phasegate/internal/redact"
 	"github.com/phasegate/phasegate/metrics"
 )
 
@@ -51,9 +52,11 @@ func Enabled(getenv func(string) string) bool {
 // otlp (the default), console (spans as JSON lines on console) and none;
 // the OTLP protocol (OTEL_EXPORTER_OTLP_TRACES_PROTOCOL, else
 // OTEL_EXPORTER_OTLP_PROTOCOL) is http/protobuf (the default) or grpc.
-// The caller owns the provider: its Shutdown flushes the spans still
-// batched and stops the exporters' goroutines.
-func FromEnv(ctx context.Context, getenv func(string) string, console io.Writer) (*sdktrace.TracerProvider, error) {
+// Every exporter is handed the spans with r's secrets and the patterns
+// redacted (r nil: the patterns only). The caller owns the provider: its
+// Shutdown flushes the spans still batched and stops the exporters'
+// goroutines.
+func FromEnv(ctx context.Context, getenv func(string) string, console io.Writer, r *redact.Redactor) (*sdktrace.TracerProvider, error) {
 	if !Enabled(getenv) {
 		return nil, nil
 	}
@@ -68,7 +71,7 @@ func FromEnv(ctx context.Context, getenv func(string) string, console io.Writer)
 			return nil, err
 		}
 		if exp != nil {
-			opts = append(opts, sdktrace.WithBatcher(exp))
+			opts = append(opts, sdktrace.WithBatcher(redacting{SpanExporter: exp, r: r}))
 		}
 	}
 	// Detectors merge in order, later ones winning: the environment's

@@ -47,7 +47,7 @@ func TestEnabled(t *testing.T) {
 // guard's events, to the console writer once the provider shuts down.
 func TestConsoleExporter(t *testing.T) {
 	var out bytes.Buffer
-	tp, err := tracing.FromEnv(context.Background(), env("OTEL_TRACES_EXPORTER", "console"), &out)
+	tp, err := tracing.FromEnv(context.Background(), env("OTEL_TRACES_EXPORTER", "console"), &out, nil)
 	if err != nil || tp == nil {
 		t.Fatalf("FromEnv: %v, %v", tp, err)
 	}
@@ -73,7 +73,7 @@ func TestUnsupported(t *testing.T) {
 		{"OTEL_TRACES_EXPORTER", "zipkin"},
 		{"OTEL_TRACES_EXPORTER", "otlp", "OTEL_EXPORTER_OTLP_PROTOCOL", "http/json"},
 	} {
-		if tp, err := tracing.FromEnv(context.Background(), env(e...), nil); err == nil {
+		if tp, err := tracing.FromEnv(context.Background(), env(e...), nil, nil); err == nil {
 			_ = tp.Shutdown(context.Background())
 			t.Errorf("FromEnv(%v): no error", e)
 		}

@@ -20,6 +20,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/phasegate/phasegate/envelope"
+	"github.com/phasegate/phasegate/internal/redact"
 	"github.com/phasegate/phasegate/protocol"
 	"github.com/phasegate/phasegate/proxy"
 	"github.com/phasegate/phasegate/tokens"
@@ -576,6 +577,8 @@ type options struct {
 	envelopeRetries int
 	// redisURL, when set, is the Redis the replicas share.
 	redisURL proxy.Secret
+	// redactor removes every secret above from what leaves the gateway.
+	redactor *redact.Redactor
 	// sources are the settings' values and where each came from, by
 	// environment name (PORT too, when it gave the address).
 	sources map[string]value
@@ -794,6 +797,7 @@ func resolve(v map[string]value, fc fileConfig) (options, error) {
 	if err := o.proxy.WithDefaults().Validate(); err != nil {
 		return o, err
 	}
+	o.redactor = redact.New(secretValues(o.proxy, o.redisURL)...)
 	return o, nil
 }
 

@@ -105,7 +105,7 @@ func runDemo(ctx context.Context, args []string, getenv func(string) string, std
 		o.budgets.maxPhaseCycles = demoMaxPhaseCycles
 	}
 	fmt.Fprint(stdout, demoSettings(o))
-	h, closeShared, err := newHandler(ctx, o, newLogger(stderr, o.logLevel), nil)
+	h, closeShared, err := newHandler(ctx, o, newLogger(stderr, o.logLevel, o.redactor), nil)
 	if err != nil {
 		return err
 	}

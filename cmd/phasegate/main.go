@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/signal"
 	"sort"
@@ -24,6 +25,7 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
 	"github.com/phasegate/phasegate/deepseek"
+	"github.com/phasegate/phasegate/internal/redact"
 	"github.com/phasegate/phasegate/metrics"
 	"github.com/phasegate/phasegate/protocol"
 	"github.com/phasegate/phasegate/proxy"
@@ -99,8 +101,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if err != nil {
 		return err
 	}
-	log := newLogger(stderr, o.logLevel)
-	tp, stopTracing, err := startTracing(ctx, getenv, stderr, log)
+	log := newLogger(stderr, o.logLevel, o.redactor)
+	tp, stopTracing, err := startTracing(ctx, getenv, stderr, log, o.redactor)
 	if err != nil {
 		return err
 	}
@@ -180,8 +182,8 @@ func shutdown(srv *http.Server, grace time.Duration, endRequests context.CancelC
 // startTracing starts tracing when the OTEL_* variables ask for it; stop
 // flushes the last spans, within its own bound since the signal that ends
 // the gateway has ended ctx. tp is nil when tracing is off.
-func startTracing(ctx context.Context, getenv func(string) string, stderr io.Writer, log *slog.Logger) (tp *sdktrace.TracerProvider, stop func(), err error) {
-	tp, err = tracing.FromEnv(ctx, getenv, stderr)
+func startTracing(ctx context.Context, getenv func(string) string, stderr io.Writer, log *slog.Logger, red *redact.Redactor) (tp *sdktrace.TracerProvider, stop func(), err error) {
+	tp, err = tracing.FromEnv(ctx, getenv, stderr, red)
 	if err != nil || tp == nil {
 		return nil, func() {}, err
 	}
@@ -255,7 +257,7 @@ func newHandler(ctx context.Context, o options, log *slog.Logger, tp *sdktrace.T
 	}
 	metrics.RegisterTokenRatios(reg, models, counter.Ratio)
 	opts := proxy.Options{Logger: log, Transport: tr, DefaultProtocol: o.defaultProtocol,
-		PlanMode: len(o.planTools) > 0, Metrics: m, Gatherer: reg, Tokens: counter}
+		PlanMode: len(o.planTools) > 0, Metrics: m, Gatherer: reg, Tokens: counter, Redactor: o.redactor}
 	tracers := metrics.Tracers{metrics.NewTraceLog(log)}
 	if tp != nil {
 		opts.TracerProvider = tp
@@ -323,10 +325,38 @@ func openShared(ctx context.Context, o options, log *slog.Logger, opts *proxy.Op
 	return func() { _ = r.Close() }, nil
 }
 
-func newLogger(w io.Writer, level string) *slog.Logger {
+// newLogger returns the gateway's logger. Every line goes through red: a
+// key that slipped into an upstream error message or a header value
+// never reaches a log.
+func newLogger(w io.Writer, level string, red *redact.Redactor) *slog.Logger {
 	var l slog.Level
 	_ = l.UnmarshalText([]byte(level)) // validated by parseOptions
-	// Every line goes through the redacting handler: a key that slipped
-	// into an upstream error message or a header value never reaches a log.
-	return slog.New(metrics.RedactingHandler(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: l})))
+	return slog.New(redact.Handler(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: l}), red))
+}
+
+// secretValues are the values of every secret the gateway is configured
+// with: the providers' keys, the client keys, the admin key, and the
+// password of REDIS_URL (decoded, and as the URL spells it) with the URL
+// itself.
+func secretValues(pc proxy.Config, redisURL proxy.Secret) []string {
+	var s []string
+	for _, p := range pc.Providers {
+		s = append(s, p.APIKey.Reveal())
+	}
+	for _, k := range pc.ClientKeys {
+		s = append(s, k.Key.Reveal())
+	}
+	s = append(s, pc.AdminAPIKey.Reveal())
+	if raw := redisURL.Reveal(); raw != "" {
+		s = append(s, raw)
+		if u, err := url.Parse(raw); err == nil && u.User != nil {
+			if pw, ok := u.User.Password(); ok {
+				s = append(s, pw)
+				if _, enc, ok := strings.Cut(u.User.String(), ":"); ok {
+					s = append(s, enc)
+				}
+			}
+		}
+	}
+	return s
 }

@@ -1,0 +1,176 @@
+package redact
+
+import (
+	"bytes"
+	"encoding/json"
+	"log/slog"
+	"strings"
+	"testing"
+)
+
+const (
+	skKey    = "sk-live-0123456789abcdefABCDEF"
+	gskKey   = "gsk_Zq81LmNoPq23RsTuVw45XyZa"
+	bareKey  = "Q2xhc3NpY2FsbHkgYmFyZSBrZXk"
+	oddKey   = "p<w>d&+/-x\"y'0123456789"
+	shortKey = "pw12"
+)
+
+// unicodeEscaped writes every character of s that is not a letter or a
+// digit as \uXXXX, with hex digits in the case asked.
+func unicodeEscaped(s string, upper bool) string {
+	var b strings.Builder
+	for _, c := range s {
+		if c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' {
+			b.WriteRune(c)
+			continue
+		}
+		h := "0123456789abcdef"
+		if upper {
+			h = "0123456789ABCDEF"
+		}
+		b.WriteString(`\u00` + string(h[c>>4]) + string(h[c&15]))
+	}
+	return b.String()
+}
+
+func jsonEscaped(s string) string {
+	b, _ := json.Marshal(s)
+	return string(b[1 : len(b)-1])
+}
+
+func TestRedactorFindsEverySpelling(t *testing.T) {
+	t.Parallel()
+	r := New(skKey, gskKey, bareKey, oddKey, shortKey, "")
+	tests := []struct {
+		name, in string
+	}{
+		{name: "sk key as it is", in: "Incorrect API key provided: " + skKey + "."},
+		{name: "gsk key as it is", in: "key=" + gskKey},
+		{name: "bare key as it is", in: `{"error":{"message":"bad key ` + bareKey + `"}}`},
+		{name: "key with JSON-special characters as it is", in: "got " + oddKey},
+		{name: "short key", in: "password " + shortKey},
+		{name: "encoding/json escaping", in: `{"message":"` + jsonEscaped(oddKey) + `"}`},
+		{name: "every non-alphanumeric as \\u, lower case", in: unicodeEscaped(skKey, false)},
+		{name: "every non-alphanumeric as \\u, upper case", in: unicodeEscaped(gskKey, true)},
+		{name: "odd key, every non-alphanumeric as \\u", in: unicodeEscaped(oddKey, false)},
+		{name: "escaped twice", in: strings.ReplaceAll(unicodeEscaped(oddKey, false), `\`, `\\`)},
+		{name: "first letter escaped", in: `\u0073` + skKey[1:]},
+		{name: "slash escaped", in: strings.ReplaceAll(oddKey, "/", `\/`)},
+		{name: "prefix stripped", in: "key ending " + strings.TrimPrefix(skKey, "sk-")},
+		{name: "both prefixes stripped", in: "key ending " + strings.TrimPrefix(skKey, "sk-live-")},
+		{name: "gsk prefix stripped", in: "key " + strings.TrimPrefix(gskKey, "gsk_")},
+		{name: "percent-encoded", in: "GET /x?key=p%3Cw%3Ed%26%2B%2F-x%22y%270123456789"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			got := r.String(tt.in)
+			if !strings.Contains(got, Marker) {
+				t.Errorf("String(%q) = %q, want a %s", tt.in, got, Marker)
+			}
+			for _, bit := range []string{"0123456789", "Zq81LmNoPq23", "Q2xhc3NpY2Fs", shortKey} {
+				if strings.Contains(got, bit) {
+					t.Errorf("String(%q) = %q: still holds %q", tt.in, got, bit)
+				}
+			}
+			if b := r.Bytes([]byte(tt.in)); string(b) != got {
+				t.Errorf("Bytes = %q, String = %q", b, got)
+			}
+		})
+	}
+}
+
+func TestRedactorKeepsJSONValid(t *testing.T) {
+	t.Parallel()
+	r := New(oddKey, skKey)
+	body, _ := json.Marshal(map[string]any{"error": map[string]string{"message": "key " + oddKey + " and " + skKey, "code": "invalid_api_key"}})
+	got := r.Bytes(body)
+	var v struct {
+		Error struct{ Message, Code string }
+	}
+	if err := json.Unmarshal(got, &v); err != nil {
+		t.Fatalf("redacted body %s is not JSON: %v", got, err)
+	}
+	if want := "key " + Marker + " and " + Marker; v.Error.Message != want || v.Error.Code != "invalid_api_key" {
+		t.Errorf("message %q code %q, want %q invalid_api_key", v.Error.Message, v.Error.Code, want)
+	}
+}
+
+func TestRedactorLeavesOtherTextAlone(t *testing.T) {
+	t.Parallel()
+	r := New(skKey, gskKey)
+	for _, in := range []string{
+		"", "plain text with sk- and gsk_ but no key", `{"a":"\u0041\\n"}`,
+		gskKey[:len(gskKey)-1] + "!", // one character short
+		"live-0123",                  // a stripped rest too short to look for
+	} {
+		if got := r.String(in); got != in {
+			t.Errorf("String(%q) = %q, want it unchanged", in, got)
+		}
+		b := []byte(in)
+		if got := r.Bytes(b); len(b) > 0 && &got[0] != &b[0] {
+			t.Errorf("Bytes(%q) copied a text it left unchanged", in)
+		}
+	}
+}
+
+func TestNilRedactorAppliesPatterns(t *testing.T) {
+	t.Parallel()
+	var r *Redactor
+	got := r.String("key sk-abcdefgh12345 and Authorization: Bearer tok.en/x=")
+	if want := "key " + Marker + " and Authorization: Bearer " + Marker; got != want {
+		t.Errorf("got %q, want %q", got, want)
+	}
+}
+
+func TestHandlerRedactsValues(t *testing.T) {
+	t.Parallel()
+	var buf bytes.Buffer
+	log := slog.New(Handler(slog.NewJSONHandler(&buf, nil), New(gskKey)))
+	log.With("k", gskKey).WithGroup("g").Warn("failed with "+gskKey, "err", errString("upstream said "+jsonEscaped(gskKey)),
+		slog.Group("inner", "v", strings.TrimPrefix(gskKey, "gsk_")))
+	if strings.Contains(buf.String(), "Zq81") || strings.Count(buf.String(), Marker) != 4 {
+		t.Errorf("log line %s: want the key redacted four times", buf.String())
+	}
+}
+
+func TestHandlerTakesSecretsOverPatterns(t *testing.T) {
+	t.Parallel()
+	var buf bytes.Buffer
+	patterns := Handler(slog.NewJSONHandler(&buf, nil), nil)
+	if Handler(patterns, nil) != patterns {
+		t.Error("a handler that applies the patterns was wrapped again")
+	}
+	values := Handler(patterns, New(bareKey))
+	if Handler(values, New(gskKey)) != values {
+		t.Error("a handler that redacts values was replaced")
+	}
+	slog.New(values).Info(bareKey)
+	if strings.Contains(buf.String(), bareKey) {
+		t.Errorf("log line %s holds the key", buf.String())
+	}
+}
+
+type errString string
+
+func (e errString) Error() string { return string(e) }
+
+// BenchmarkRedactor measures the redaction of an upstream error body of
+// 1 KiB, with and without a key in it, with five secrets configured.
+func BenchmarkRedactor(b *testing.B) {
+	r := New(skKey, gskKey, bareKey, oddKey, "redis-password-0123456789")
+	filler := strings.Repeat(`{"error":{"message":"The model \u0060x\u0060 does not exist","type":"invalid_request_error"}} `, 11)[:1000]
+	for _, tt := range []struct{ name, in string }{
+		{"clean_1KiB", filler},
+		{"key_1KiB", filler[:500] + jsonEscaped(oddKey) + filler[500+len(jsonEscaped(oddKey)):]},
+	} {
+		b.Run(tt.name, func(b *testing.B) {
+			b.SetBytes(int64(len(tt.in)))
+			b.ReportAllocs()
+			for b.Loop() {
+				_ = r.String(tt.in)
+			}
+		})
+	}
+}

@@ -1,0 +1,78 @@
+package redact
+
+import (
+	"context"
+	"log/slog"
+)
+
+// Handler wraps h so that no secret of r, and nothing the patterns match,
+// reaches it: the message, string attribute values, error values and
+// LogValuer results, inside groups and in attributes added with With, are
+// redacted. Other values (numbers, structs marshalled by h) pass
+// unchanged. A handler Handler already wrapped is returned as it is,
+// unless it applies the patterns only and r has secrets: its redaction is
+// then r's. It is as safe for concurrent use as h.
+func Handler(h slog.Handler, r *Redactor) slog.Handler {
+	if rh, ok := h.(handler); ok {
+		if rh.r.Len() > 0 || r.Len() == 0 {
+			return rh
+		}
+		return handler{next: rh.next, r: r}
+	}
+	return handler{next: h, r: r}
+}
+
+type handler struct {
+	next slog.Handler
+	r    *Redactor
+}
+
+func (h handler) Enabled(ctx context.Context, l slog.Level) bool {
+	return h.next.Enabled(ctx, l)
+}
+
+func (h handler) Handle(ctx context.Context, rec slog.Record) error {
+	out := slog.NewRecord(rec.Time, rec.Level, h.r.String(rec.Message), rec.PC)
+	rec.Attrs(func(a slog.Attr) bool {
+		out.AddAttrs(h.attr(a))
+		return true
+	})
+	return h.next.Handle(ctx, out)
+}
+
+func (h handler) WithAttrs(attrs []slog.Attr) slog.Handler {
+	red := make([]slog.Attr, len(attrs))
+	for i, a := range attrs {
+		red[i] = h.attr(a)
+	}
+	return handler{next: h.next.WithAttrs(red), r: h.r}
+}
+
+func (h handler) WithGroup(name string) slog.Handler {
+	return handler{next: h.next.WithGroup(name), r: h.r}
+}
+
+func (h handler) attr(a slog.Attr) slog.Attr {
+	v := a.Value.Resolve()
+	switch v.Kind() {
+	case slog.KindString:
+		v = slog.StringValue(h.r.String(v.String()))
+	case slog.KindGroup:
+		g := v.Group()
+		red := make([]slog.Attr, len(g))
+		for i, ga := range g {
+			red[i] = h.attr(ga)
+		}
+		v = slog.GroupValue(red...)
+	case slog.KindAny:
+		// Errors are logged by their text, which may quote a request
+		// header or an upstream answer.
+		if err, ok := v.Any().(error); ok && err != nil {
+			if s := err.Error(); h.r.String(s) != s {
+				v = slog.StringValue(h.r.String(s))
+			}
+		}
+	}
+	a.Value = v
+	return a
+}

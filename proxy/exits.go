@@ -1,0 +1,230 @@
+package proxy
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/phasegate/phasegate/internal/redact"
+	"github.com/phasegate/phasegate/protocol/chat"
+)
+
+// secrets are the values of the credentials c holds: the providers' keys,
+// the client keys and the admin key.
+func (c *Config) secrets() []string {
+	var s []string
+	for _, p := range c.Providers {
+		s = append(s, p.APIKey.Reveal())
+	}
+	for _, k := range c.ClientKeys {
+		s = append(s, k.Key.Reveal())
+	}
+	return append(s, c.AdminAPIKey.Reveal())
+}
+
+// exitWriter is where every response of the gateway leaves it: it
+// redacts the values of all response headers when they are written, and
+// the whole body of a response whose status is not 2xx (an error body of
+// any route, the gateway's or an upstream's relayed). Each write of such a
+// body is redacted on its own, so a body is written whole (writeError,
+// pass-through error bodies) or in events that each hold their text
+// whole. A 2xx body passes unscanned: the in-band errors and comments of a
+// stream are redacted where they are written (streamFailure,
+// upstream.onComment). It is owned by one request.
+type exitWriter struct {
+	http.ResponseWriter
+	r       *redact.Redactor
+	started bool
+	scan    bool
+}
+
+func (w *exitWriter) WriteHeader(status int) {
+	if w.started {
+		w.ResponseWriter.WriteHeader(status) // net/http logs the superfluous call
+		return
+	}
+	if status >= 200 {
+		w.started = true
+		w.scan = status > 299
+	}
+	redactHeader(w.ResponseWriter.Header(), w.r)
+	w.ResponseWriter.WriteHeader(status)
+}
+
+func (w *exitWriter) Write(b []byte) (int, error) {
+	if !w.started {
+		w.WriteHeader(http.StatusOK)
+	}
+	if !w.scan {
+		return w.ResponseWriter.Write(b)
+	}
+	if _, err := w.ResponseWriter.Write(w.r.Bytes(b)); err != nil {
+		return 0, err
+	}
+	return len(b), nil
+}
+
+// Flush commits the headers, redacted, then flushes.
+func (w *exitWriter) Flush() {
+	if !w.started {
+		w.WriteHeader(http.StatusOK)
+	}
+	_ = http.NewResponseController(w.ResponseWriter).Flush()
+}
+
+// Unwrap lets http.ResponseController reach the connection's writer.
+func (w *exitWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// redactHeader redacts every value of h in place.
+func redactHeader(h http.Header, r *redact.Redactor) {
+	for _, vs := range h {
+		for i, v := range vs {
+			vs[i] = r.String(v)
+		}
+	}
+}
+
+// redactedError returns e with its message redacted: the message of an
+// upstream failure may quote the upstream.
+func redactedError(e *chat.Error, r *redact.Redactor) *chat.Error {
+	c := *e
+	c.Message = r.String(e.Message)
+	return &c
+}
+
+// passedBack lists the upstream response headers a client may need; no
+// other reaches it (an upstream's cookies, its organisation and project
+// ids, its Location, its load balancer's headers stay behind). Prefixes
+// end in "-".
+var passedBack = []string{
+	"Content-Type",
+	"Retry-After", "Retry-After-Ms", "X-Ratelimit-",
+	"Openai-Processing-Ms", "Openai-Version",
+	"X-Request-Id", // moved to X-Upstream-Request-Id
+}
+
+// responseHeader returns the headers of an upstream answer to pass on:
+// those of passedBack only, and the upstream's own X-Request-Id (OpenAI
+// and DeepSeek send one) moved to X-Upstream-Request-Id, so the id the
+// client sees is always the gateway's, the one sent upstream and logged.
+// Their values are redacted when the response is written (exitWriter).
+func responseHeader(in http.Header) http.Header {
+	h := allowed(in, passedBack)
+	moveUpstreamRequestID(h)
+	return h
+}
+
+// forwarded lists the client request headers passed upstream: the
+// content negotiation, the client's identity and SDK telemetry (the
+// OpenAI SDKs' X-Stainless-*), the OpenAI feature and retry headers, and
+// the W3C trace context (replaced by the gateway's own when it traces).
+// Credentials and billing selectors are added by upstreamAuth, and only
+// for a client whose own key is passed through.
+var forwarded = []string{
+	"Accept", "Content-Type", "User-Agent", "X-Stainless-",
+	"Openai-Beta", "Idempotency-Key", "Traceparent", "Tracestate",
+	"X-Request-Id", // the gateway's id, as the client sees it
+}
+
+// clientCredentials are the headers of a client calling with its own key
+// (no key of the gateway's for the provider): its key, and the
+// organisation and project it bills.
+var clientCredentials = []string{"Authorization", "Openai-Organization", "Openai-Project"}
+
+// forwardHeader returns the client headers to pass upstream: those of
+// forwarded, and those of clientCredentials until upstreamAuth decides.
+// Hop-by-hop headers, cookies, other credentials (api-key, X-Api-Key),
+// the body framing and Accept-Encoding (the transport negotiates and
+// undoes compression itself, so bodies can be read and redacted) never
+// pass.
+func forwardHeader(in http.Header) http.Header {
+	h := allowed(in, forwarded)
+	for _, k := range clientCredentials {
+		if vs := in.Values(k); len(vs) > 0 {
+			h[k] = append([]string(nil), vs...)
+		}
+	}
+	return h
+}
+
+// upstreamAuth sets the credentials of a request to provider p: its key,
+// when the gateway holds one, in place of the client's, whose
+// organisation and project then go too (the operator's account is not
+// the client's to choose within); the client's own, as forwardHeader
+// kept them, otherwise.
+func upstreamAuth(h http.Header, p *Provider) {
+	if p.APIKey == "" {
+		return
+	}
+	for _, k := range clientCredentials {
+		h.Del(k)
+	}
+	h.Set("Authorization", "Bearer "+p.APIKey.Reveal())
+}
+
+// allowed returns the headers of in named in list (canonical names; an
+// entry ending in "-" is a prefix), those named in Connection excepted.
+func allowed(in http.Header, list []string) http.Header {
+	hop := map[string]bool{}
+	for _, f := range in.Values("Connection") {
+		for _, name := range strings.Split(f, ",") {
+			hop[http.CanonicalHeaderKey(strings.TrimSpace(name))] = true
+		}
+	}
+	out := http.Header{}
+	for k, vs := range in {
+		if !hop[k] && listed(list, k) {
+			out[k] = append([]string(nil), vs...)
+		}
+	}
+	return out
+}
+
+func listed(list []string, k string) bool {
+	for _, name := range list {
+		if k == name || strings.HasSuffix(name, "-") && strings.HasPrefix(k, name) {
+			return true
+		}
+	}
+	return false
+}
+
+// redirectError is an upstream's answer with a redirect status: an
+// upstream error, never relayed (its Location may quote the request,
+// credentials included) and never followed.
+func redirectError(status int) error {
+	return &chat.Error{Status: http.StatusBadGateway, Type: chat.TypeUpstream, Code: "upstream_redirect",
+		Message: "the upstream answered with a redirect (" + strconv.Itoa(status) + "), which the gateway does not follow"}
+}
+
+func isRedirect(status int) bool { return status >= 300 && status <= 399 }
+
+// passBack prepares a pass-through answer for the client: a redirect is
+// an error; any other keeps only the headers of passedBack; an error
+// body is read whole (up to max bytes) and redacted, so that no secret
+// straddles two of the proxy's writes.
+func passBack(resp *http.Response, r *redact.Redactor, max int64) error {
+	if isRedirect(resp.StatusCode) {
+		resp.Body.Close()
+		return redirectError(resp.StatusCode)
+	}
+	resp.Header = responseHeader(resp.Header)
+	if resp.StatusCode < 300 {
+		if resp.ContentLength >= 0 {
+			resp.Header.Set("Content-Length", strconv.FormatInt(resp.ContentLength, 10))
+		}
+		return nil
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, max))
+	if err != nil {
+		return fmt.Errorf("read the upstream's error body: %w", err)
+	}
+	b = r.Bytes(b)
+	resp.Body, resp.ContentLength = io.NopCloser(bytes.NewReader(b)), int64(len(b))
+	resp.Header.Set("Content-Length", strconv.Itoa(len(b)))
+	return nil
+}

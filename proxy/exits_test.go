@@ -1,0 +1,86 @@
+package proxy_test
+
+import (
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/phasegate/phasegate/proxy"
+	"github.com/phasegate/phasegate/proxy/proxytest"
+	"github.com/phasegate/phasegate/sim"
+)
+
+// TestForwardedHeaders checks the client headers that reach an upstream,
+// on every kind of route: those of the allowlist always; the client's
+// credentials and billing selectors (Authorization, OpenAI-Organization,
+// OpenAI-Project) only when its own key is passed through; cookies and
+// other credential headers never.
+func TestForwardedHeaders(t *testing.T) {
+	t.Parallel()
+	sent := http.Header{
+		"Authorization": {"Bearer sk-client-0123456789"}, "Openai-Organization": {"org-client"}, "Openai-Project": {"proj-client"},
+		"Cookie": {"session=1"}, "Api-Key": {"azure-key"}, "X-Api-Key": {"other-key"}, "X-Goog-Api-Key": {"g-key"},
+		"X-Stainless-Lang": {"js"}, "User-Agent": {"OpenAI/JS 5.0"}, "Openai-Beta": {"assistants=v2"},
+	}
+	never := []string{"Cookie", "Api-Key", "X-Api-Key", "X-Goog-Api-Key"}
+	kept := []string{"X-Stainless-Lang", "User-Agent", "Openai-Beta"}
+	routes := []struct{ name, method, path, body string }{
+		{"guarded chat", http.MethodPost, "/v1/chat/completions", chatBody(false)},
+		{"standard chat stream", http.MethodPost, "/standard/v1/chat/completions", chatBody(true)},
+		{"models", http.MethodGet, "/v1/models", ""},
+		{"pass-through", http.MethodPost, "/v1/embeddings", `{"model":"m","input":"x"}`},
+	}
+	for _, rt := range routes {
+		for _, key := range []proxy.Secret{"", "sk-gateway-0123456789"} {
+			t.Run(rt.name+" gateway key "+map[bool]string{true: "set", false: "unset"}[key != ""], func(t *testing.T) {
+				t.Parallel()
+				up, usrv := proxytest.NewServer(t, func(r proxytest.Received) sim.Reply {
+					if strings.HasSuffix(r.Path, "/models") {
+						return sim.Reply{Header: http.Header{"Content-Type": {"application/json"}}, Body: []byte(`{"object":"list","data":[]}`)}
+					}
+					if strings.Contains(string(r.Body), `"stream":true`) {
+						return sim.NewStream(testModel).Role().Content("hi").Finish("stop").Done().Reply()
+					}
+					return sim.Completion(testModel, map[string]any{"content": "hi"}, "stop", nil)
+				})
+				cfg := config(usrv)
+				cfg.Providers[0].APIKey = key
+				gw := newGateway(t, cfg)
+				req, err := http.NewRequestWithContext(testContext(t), rt.method, gw.URL+rt.path, strings.NewReader(rt.body))
+				if err != nil {
+					t.Fatal(err)
+				}
+				req.Header = sent.Clone()
+				req.Header.Set("Content-Type", "application/json")
+				resp, err := gw.Client().Do(req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				readAll(t, resp.Body)
+				rec := up.Received()
+				if resp.StatusCode != http.StatusOK || len(rec) != 1 {
+					t.Fatalf("status %d, upstream got %d requests; want 200 and 1", resp.StatusCode, len(rec))
+				}
+				got := rec[0].Header
+				for _, k := range never {
+					if v := got.Values(k); len(v) > 0 {
+						t.Errorf("upstream got %s: %q", k, v)
+					}
+				}
+				for _, k := range kept {
+					if got.Get(k) != sent.Get(k) {
+						t.Errorf("upstream %s = %q, want %q", k, got.Get(k), sent.Get(k))
+					}
+				}
+				wantAuth, wantOrg, wantProject := "Bearer sk-client-0123456789", "org-client", "proj-client"
+				if key != "" {
+					wantAuth, wantOrg, wantProject = "Bearer "+key.Reveal(), "", ""
+				}
+				if got.Get("Authorization") != wantAuth || got.Get("Openai-Organization") != wantOrg || got.Get("Openai-Project") != wantProject {
+					t.Errorf("upstream Authorization %q, OpenAI-Organization %q, OpenAI-Project %q; want %q, %q, %q",
+						got.Get("Authorization"), got.Get("Openai-Organization"), got.Get("Openai-Project"), wantAuth, wantOrg, wantProject)
+				}
+			})
+		}
+	}
+}
