@@ -208,6 +208,18 @@ func TestMetricsWithClientKeys(t *testing.T) {
 			}
 		})
 	}
+	t.Run("client keys, metrics on a listener of their own", func(t *testing.T) {
+		cfg := proxy.Config{Providers: []proxy.Provider{{Name: "openai", BaseURL: "http://127.0.0.1:1/v1", APIKey: "sk-server-0123456789"}},
+			ClientKeys: []proxy.ClientKey{{Key: keyAlpha}}, SeparateAdmin: true}
+		h, err := proxy.New(cfg, proxy.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		admin := newTestServer(t, h.Admin())
+		if resp, _ := send(t, admin.URL, http.MethodGet, "/metrics", "", nil); resp.StatusCode != 200 {
+			t.Errorf("status %d on the admin listener, want 200", resp.StatusCode)
+		}
+	})
 	t.Run("no client keys", func(t *testing.T) {
 		_, gw := recordedGateway(t, "", proxy.Config{})
 		if resp, _ := send(t, gw.URL, http.MethodGet, "/metrics", "", nil); resp.StatusCode != 200 {
