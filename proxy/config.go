@@ -298,11 +298,7 @@ func (c Config) Validate() error {
 	if c.MaxBodyBytes < 0 {
 		bad("MAX_BODY_BYTES must not be negative")
 	}
-	for _, e := range c.PassThrough {
-		if _, err := parsePassRule(e); err != nil {
-			bad("PASSTHROUGH_ENDPOINTS: %v", err)
-		}
-	}
+	c.validateAccess(bad)
 	if c.MaxEventBytes < 0 {
 		bad("MAX_EVENT_BYTES must not be negative")
 	}
@@ -315,9 +311,6 @@ func (c Config) Validate() error {
 			bad("PHASEGATE_API_KEYS: client key %d is given twice", i+1)
 		}
 		seen[k.Key] = true
-		if ownProjectForm(k.Project) {
-			bad("PHASEGATE_API_KEYS: client key %d is bound to project %q: names key-N are kept for the projects of keys bound to none", i+1, k.Project)
-		}
 	}
 	if len(c.ClientKeys) > 0 {
 		for _, p := range c.Providers {
@@ -331,13 +324,6 @@ func (c Config) Validate() error {
 		"RATE_LIMIT_ADDRESS_RPM": c.RateLimits.AddressRequests, "RATE_LIMIT_ADDRESS_TPM": c.RateLimits.AddressTokens} {
 		if n < 0 {
 			bad("%s must not be negative", name)
-		}
-	}
-	for _, p := range c.TrustedProxies {
-		if _, err := netip.ParsePrefix(p); err != nil {
-			if _, err := netip.ParseAddr(p); err != nil {
-				bad("TRUSTED_PROXIES: %q is neither an IP address nor a CIDR range", p)
-			}
 		}
 	}
 	if c.Resume.TTL < 0 || c.Resume.MaxBytes < 0 {
@@ -355,6 +341,29 @@ func (c Config) Validate() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// validateAccess checks the settings of who may reach what: the
+// pass-through allowlist, the projects keys are bound to, the trusted
+// proxies.
+func (c Config) validateAccess(bad func(format string, args ...any)) {
+	for _, e := range c.PassThrough {
+		if _, err := parsePassRule(e); err != nil {
+			bad("PASSTHROUGH_ENDPOINTS: %v", err)
+		}
+	}
+	for i, k := range c.ClientKeys {
+		if ownProjectForm(k.Project) {
+			bad("PHASEGATE_API_KEYS: client key %d is bound to project %q: names key-N are kept for the projects of keys bound to none", i+1, k.Project)
+		}
+	}
+	for _, p := range c.TrustedProxies {
+		if _, err := netip.ParsePrefix(p); err != nil {
+			if _, err := netip.ParseAddr(p); err != nil {
+				bad("TRUSTED_PROXIES: %q is neither an IP address nor a CIDR range", p)
+			}
+		}
+	}
 }
 
 func checkBaseURL(s string) error {

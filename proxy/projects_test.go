@@ -68,6 +68,13 @@ func TestProjectComesFromKey(t *testing.T) {
 	if want := []int{200, 200, 200, 429, 429}; !slices.Equal(got, want) {
 		t.Errorf("statuses = %v, want %v", got, want)
 	}
+	t.Run("a key bound to a name kept for keys bound to none is refused at start", func(t *testing.T) {
+		cfg := proxy.Config{Providers: []proxy.Provider{{Name: "openai", BaseURL: "http://127.0.0.1:1/v1", APIKey: "sk-server-0123456789"}},
+			ClientKeys: []proxy.ClientKey{{Key: keyAlpha}, {Key: keyBeta, Project: "key-1"}}}
+		if _, err := proxy.New(cfg, proxy.Options{}); err == nil || !strings.Contains(err.Error(), "PHASEGATE_API_KEYS") {
+			t.Errorf("New = %v, want an error naming PHASEGATE_API_KEYS", err)
+		}
+	})
 }
 
 func randomHex(t *testing.T) string {
