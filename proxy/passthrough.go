@@ -46,7 +46,7 @@ func (h *Handler) servePassThrough(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	if err := h.admitPassThrough(r.Context(), w.Header(), r, len(body)); err != nil {
+	if err := h.admitPassThrough(r.Context(), w, r, len(body)); err != nil {
 		writeError(w, protocol.Classify(err))
 		return
 	}

@@ -114,12 +114,18 @@ func (c *chatRequest) admit(ctx context.Context, estimate int) error {
 
 // admitPassThrough spends one request of r's budgets, and bodyBytes/4
 // tokens (not corrected afterwards: the gateway does not read the
-// answers it passes through), as admit does for a chat request.
-func (h *Handler) admitPassThrough(ctx context.Context, hdr http.Header, r *http.Request, bodyBytes int) error {
+// answers it passes through), as admit does for a chat request. Only a
+// refusal carries the gateway's x-ratelimit-* headers: an answer passed
+// through carries the upstream's.
+func (h *Handler) admitPassThrough(ctx context.Context, w http.ResponseWriter, r *http.Request, bodyBytes int) error {
 	if !h.cfg.RateLimits.any() {
 		return nil
 	}
+	hdr := http.Header{}
 	_, err := h.admitRates(ctx, hdr, h.budgets(r, r.Header.Get("X-Project-Id")), bodyBytes/4)
+	if err != nil {
+		copyHeader(w.Header(), hdr)
+	}
 	return err
 }
 
