@@ -17,7 +17,7 @@ var (
 	StoreFeatures = []string{StoreReasoning, StoreRateLimit, StoreResume}
 	// RateLimits are the values of the limit label of
 	// phasegate_rate_limit_decisions_total.
-	RateLimits = []string{"key_requests", "key_tokens", "project_requests", "project_tokens"}
+	RateLimits = []string{"key_requests", "key_tokens", "project_requests", "project_tokens", "address_requests", "address_tokens"}
 	// RateLimitOutcomes are the values of its outcome label: allowed,
 	// limited (a 429), or the store failed and the request was let
 	// through (failed_open) or refused (failed_closed).

@@ -71,7 +71,10 @@ func (h *Handler) Admin() http.Handler {
 			Message: "unknown route: " + c.Request.Method + " " + c.Request.URL.Path})
 	})
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		e.ServeHTTP(&exitWriter{ResponseWriter: w, r: h.redactor}, r)
+		w = &exitWriter{ResponseWriter: w, r: h.redactor}
+		if r = admitted(w, r, h.cfg.MaxBodyBytes); r != nil {
+			e.ServeHTTP(w, r)
+		}
 	})
 }
 
@@ -80,14 +83,22 @@ func (h *Handler) Admin() http.Handler {
 func (h *Handler) adminRoutes(e *gin.Engine) {
 	metricsHandler := promhttp.HandlerFor(h.gatherer, promhttp.HandlerOpts{})
 	e.GET("/metrics", func(c *gin.Context) {
-		if h.cfg.MetricsNeedAdminKey && !h.admin(c.Request) {
+		if h.metricsNeedAdminKey() && !h.admin(c.Request) {
 			writeJSONError(c.Writer, &chat.Error{Status: http.StatusUnauthorized, Type: chat.TypeInvalidRequest, Code: "invalid_api_key",
-				Message: "/metrics needs the admin key as a bearer token (METRICS_REQUIRE_ADMIN_KEY)"})
+				Message: "/metrics needs the admin key as a bearer token (METRICS_REQUIRE_ADMIN_KEY; with client keys, unless it is false or ADMIN_LISTEN_ADDR is set)"})
 			return
 		}
 		metricsHandler.ServeHTTP(c.Writer, c.Request)
 	})
 	e.GET("/debug/requests/:id", func(c *gin.Context) { h.serveRecent(c.Writer, c.Request, c.Param("id")) })
+}
+
+// metricsNeedAdminKey reports whether /metrics asks for the admin key:
+// when configured so, and by default when the gateway has client keys and
+// serves /metrics beside the client routes (whoever holds a client key,
+// or none, should not read every client's traffic from it).
+func (h *Handler) metricsNeedAdminKey() bool {
+	return h.cfg.MetricsNeedAdminKey || (len(h.cfg.ClientKeys) > 0 && !h.cfg.SeparateAdmin && !h.cfg.MetricsOpen)
 }
 
 // health adds /healthz and /readyz, which answers 503 while draining.

@@ -6,6 +6,7 @@ import (
 	"crypto/subtle"
 	"encoding/hex"
 	"net/http"
+	"strconv"
 	"strings"
 
 	"github.com/gin-gonic/gin"
@@ -14,8 +15,11 @@ import (
 )
 
 // ClientKey is a key a client presents to use the gateway, apart from the
-// gateway's own upstream keys. When Project is set, every request made
-// with the key belongs to that project, whatever X-Project-Id says.
+// gateway's own upstream keys. Every request made with the key belongs to
+// its Project, whatever X-Project-Id says; a key with no Project is a
+// project of its own, "key-N" for the Nth key (so X-Project-Id can
+// neither move a request into another key's project nor out of its own
+// limits).
 type ClientKey struct {
 	Key     Secret
 	Project string
@@ -53,12 +57,28 @@ func (ck clientKeys) match(token string) int {
 	return found
 }
 
+// ownProject is the project of the ith client key when it is bound to
+// none.
+func ownProject(i int) string { return "key-" + strconv.Itoa(i+1) }
+
+// ownProjectForm reports whether a project name has the form ownProject
+// gives, which a key may not be bound to.
+func ownProjectForm(p string) bool {
+	n, ok := strings.CutPrefix(p, "key-")
+	_, err := strconv.Atoi(n)
+	return ok && err == nil
+}
+
 // authorize lets a request through when the gateway has no client keys,
 // or when its bearer token is one of them. The token is the gateway's,
-// not the upstream's: it is removed before the request goes on, and a
-// key's project replaces any X-Project-Id the client sent. Any other
-// request gets a 401 in OpenAI's shape and never reaches an upstream.
+// not the upstream's: it is removed before the request goes on, and the
+// key's project (see ClientKey) replaces any X-Project-Id the client
+// sent. Any other request gets a 401 in OpenAI's shape and never reaches
+// an upstream. With address limits on, it notes the client's address.
 func (h *Handler) authorize(c *gin.Context) {
+	if l := h.cfg.RateLimits; l.AddressRequests+l.AddressTokens > 0 {
+		c.Request = c.Request.WithContext(context.WithValue(c.Request.Context(), clientAddrKey{}, clientAddress(c.ClientIP())))
+	}
 	if len(h.keys.digests) == 0 {
 		c.Next()
 		return
@@ -80,9 +100,11 @@ func (h *Handler) authorize(c *gin.Context) {
 	}
 	c.Request.Header.Del("Authorization")
 	c.Request = c.Request.WithContext(context.WithValue(c.Request.Context(), clientIDKey{}, hex.EncodeToString(h.keys.digests[i][:12])))
-	if p := h.keys.projects[i]; p != "" {
-		c.Request.Header.Set("X-Project-Id", p)
+	p := h.keys.projects[i]
+	if p == "" {
+		p = ownProject(i)
 	}
+	c.Request.Header.Set("X-Project-Id", p)
 	c.Next()
 }
 

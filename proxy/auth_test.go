@@ -95,7 +95,7 @@ func TestClientKeys(t *testing.T) {
 	accepted := []struct {
 		name, key, project, wantProject string
 	}{
-		{"a key without a project keeps the client's", clientKey, "proj-own", "proj-own"},
+		{"a key without a project is a project of its own", clientKey, "proj-beta", "key-1"},
 		{"a key's project cannot be forged", projectKey, "proj-alpha", "proj-beta"},
 	}
 	for _, tt := range accepted {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/netip"
 	"net/url"
 	"path"
 	"strings"
@@ -107,11 +108,13 @@ type Config struct {
 	// Limits bound the shape of a chat request; zero fields take
 	// DefaultLimits.
 	Limits Limits
-	// PassThrough lists the other /v1 endpoints (path prefixes below /v1,
-	// such as "/embeddings") passed through to a provider for which the
-	// gateway holds a key (PASSTHROUGH_ENDPOINTS); "*" allows any. Nil
-	// means DefaultPassThrough. A client calling with its own key may reach
-	// any endpoint: it spends its own account.
+	// PassThrough lists the other /v1 endpoints passed through to a
+	// provider for which the gateway holds a key (PASSTHROUGH_ENDPOINTS),
+	// each a method and a path prefix below /v1 ("POST /embeddings",
+	// "DELETE /models"), or a bare path for GET, HEAD and POST; "*" as the
+	// path allows any path, as the method any method. Nil means
+	// DefaultPassThrough. A client calling with its own key may reach any
+	// endpoint: it spends its own account.
 	PassThrough []string
 	// ClientKeys, when any, are the keys a client must present (as a
 	// bearer token) to use the gateway (PHASEGATE_API_KEYS); they are
@@ -138,9 +141,18 @@ type Config struct {
 	// bearer token; empty keeps them closed (404).
 	AdminAPIKey Secret
 	// MetricsNeedAdminKey puts GET /metrics behind AdminAPIKey too
-	// (METRICS_REQUIRE_ADMIN_KEY): without it, /metrics is open, as
-	// Prometheus scrapes expect.
+	// (METRICS_REQUIRE_ADMIN_KEY=true). Left false, /metrics is open, as
+	// Prometheus scrapes expect, unless the gateway has client keys and
+	// serves /metrics beside the client routes: then it needs the admin
+	// key all the same, unless MetricsOpen.
 	MetricsNeedAdminKey bool
+	// MetricsOpen keeps GET /metrics open beside the client routes even
+	// with client keys (METRICS_REQUIRE_ADMIN_KEY=false).
+	MetricsOpen bool
+	// TrustedProxies are the addresses and CIDR ranges (TRUSTED_PROXIES)
+	// whose X-Forwarded-For is believed for the client address of the
+	// address limits; empty believes none, and the address is the peer's.
+	TrustedProxies []string
 	// RateLimits are the budgets per minute of each client key and each
 	// project; zero limits nothing.
 	RateLimits RateLimits
@@ -155,7 +167,8 @@ type Config struct {
 // RateLimits are budgets per minute, each 0 for none. A key's budget is
 // per client key (PHASEGATE_API_KEYS; without client keys, per bearer
 // token the client sends, or one budget for requests with none); a
-// project's is per project id (a key's project, or X-Project-Id).
+// project's is per project id (with client keys, the key's project, see
+// ClientKey; without, X-Project-Id); an address's per client address.
 // Tokens are the prompt estimate taken before the call, corrected with
 // the reported usage after.
 type RateLimits struct {
@@ -164,6 +177,11 @@ type RateLimits struct {
 	// ProjectRequests, ProjectTokens: RATE_LIMIT_PROJECT_RPM,
 	// RATE_LIMIT_PROJECT_TPM.
 	ProjectRequests, ProjectTokens int
+	// AddressRequests, AddressTokens: RATE_LIMIT_ADDRESS_RPM,
+	// RATE_LIMIT_ADDRESS_TPM, per client address (an IPv6 address counts
+	// as its /64); see Config.TrustedProxies for when X-Forwarded-For
+	// names it.
+	AddressRequests, AddressTokens int
 	// FailOpen lets requests through when the store of the limits fails
 	// (RATE_LIMIT_FAIL_OPEN, default true); false answers 503.
 	FailOpen bool
@@ -171,7 +189,7 @@ type RateLimits struct {
 
 // any reports whether any limit is set.
 func (l RateLimits) any() bool {
-	return l.KeyRequests+l.KeyTokens+l.ProjectRequests+l.ProjectTokens > 0
+	return l.KeyRequests+l.KeyTokens+l.ProjectRequests+l.ProjectTokens+l.AddressRequests+l.AddressTokens > 0
 }
 
 // Resume says how resumable streams are kept.
@@ -202,10 +220,11 @@ func Retry(attempts int, maxWait time.Duration) protocol.Retry {
 }
 
 // DefaultPassThrough are the endpoints passed through with the gateway's
-// own keys by default: read-only and inference ones. Files, batches,
-// fine-tunes and deletions would open the operator's account to anyone
-// who can reach the gateway.
-var DefaultPassThrough = []string{"/models", "/embeddings", "/moderations"}
+// own keys by default: read-only and inference ones (GET /models holds
+// GET /models/{id}). Files, batches, fine-tunes and deletions (DELETE
+// /models/{id} deletes a fine-tuned model) would open the operator's
+// account to anyone who can reach the gateway.
+var DefaultPassThrough = []string{"GET /models", "POST /embeddings", "POST /moderations"}
 
 // DefaultRetry retries a failed upstream call twice, after a jittered
 // 250 ms then 500 ms, or the upstream's Retry-After up to 10 s.
@@ -279,6 +298,7 @@ func (c Config) Validate() error {
 	if c.MaxBodyBytes < 0 {
 		bad("MAX_BODY_BYTES must not be negative")
 	}
+	c.validateAccess(bad)
 	if c.MaxEventBytes < 0 {
 		bad("MAX_EVENT_BYTES must not be negative")
 	}
@@ -300,7 +320,8 @@ func (c Config) Validate() error {
 		}
 	}
 	for name, n := range map[string]int{"RATE_LIMIT_KEY_RPM": c.RateLimits.KeyRequests, "RATE_LIMIT_KEY_TPM": c.RateLimits.KeyTokens,
-		"RATE_LIMIT_PROJECT_RPM": c.RateLimits.ProjectRequests, "RATE_LIMIT_PROJECT_TPM": c.RateLimits.ProjectTokens} {
+		"RATE_LIMIT_PROJECT_RPM": c.RateLimits.ProjectRequests, "RATE_LIMIT_PROJECT_TPM": c.RateLimits.ProjectTokens,
+		"RATE_LIMIT_ADDRESS_RPM": c.RateLimits.AddressRequests, "RATE_LIMIT_ADDRESS_TPM": c.RateLimits.AddressTokens} {
 		if n < 0 {
 			bad("%s must not be negative", name)
 		}
@@ -320,6 +341,29 @@ func (c Config) Validate() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// validateAccess checks the settings of who may reach what: the
+// pass-through allowlist, the projects keys are bound to, the trusted
+// proxies.
+func (c Config) validateAccess(bad func(format string, args ...any)) {
+	for _, e := range c.PassThrough {
+		if _, err := parsePassRule(e); err != nil {
+			bad("PASSTHROUGH_ENDPOINTS: %v", err)
+		}
+	}
+	for i, k := range c.ClientKeys {
+		if ownProjectForm(k.Project) {
+			bad("PHASEGATE_API_KEYS: client key %d is bound to project %q: names key-N are kept for the projects of keys bound to none", i+1, k.Project)
+		}
+	}
+	for _, p := range c.TrustedProxies {
+		if _, err := netip.ParsePrefix(p); err != nil {
+			if _, err := netip.ParseAddr(p); err != nil {
+				bad("TRUSTED_PROXIES: %q is neither an IP address nor a CIDR range", p)
+			}
+		}
+	}
 }
 
 func checkBaseURL(s string) error {

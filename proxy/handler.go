@@ -133,6 +133,7 @@ type Handler struct {
 	tokens   *tokens.Counter
 	thinking ReasoningStore
 	keys     clientKeys
+	allow    []passRule // the pass-through allowlist (PASSTHROUGH_ENDPOINTS)
 	limiter  Limiter
 	streams  EventLog
 	running  running
@@ -185,6 +186,7 @@ func New(cfg Config, opts Options) (*Handler, error) {
 		tokens:   opts.Tokens,
 		thinking: opts.Thinking,
 		keys:     newClientKeys(cfg.ClientKeys),
+		allow:    passRules(cfg.PassThrough),
 		limiter:  opts.Limiter,
 		streams:  opts.Streams,
 		recent:   opts.Recent,
@@ -220,10 +222,14 @@ func New(cfg Config, opts Options) (*Handler, error) {
 	return h, nil
 }
 
-// ServeHTTP implements http.Handler.
-// Every response leaves through an exitWriter.
+// ServeHTTP implements http.Handler. Every response leaves through an
+// exitWriter; the path is normalised and the body bounded before gin
+// routes the request (see admitted).
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	h.engine.ServeHTTP(&exitWriter{ResponseWriter: w, r: h.redactor}, r)
+	w = &exitWriter{ResponseWriter: w, r: h.redactor}
+	if r = admitted(w, r, h.cfg.MaxBodyBytes); r != nil {
+		h.engine.ServeHTTP(w, r)
+	}
 }
 
 // Drain marks the gateway as shutting down: /readyz answers 503 so load
@@ -240,6 +246,10 @@ func (h *Handler) routes() *gin.Engine {
 	// routes are served with and without it; any other path is matched as
 	// it came.
 	e.RedirectTrailingSlash = false
+	// X-Forwarded-For names the client only when a trusted proxy sent it
+	// (TRUSTED_PROXIES, validated at start); gin's default trusts anyone.
+	e.RemoteIPHeaders = []string{"X-Forwarded-For"}
+	_ = e.SetTrustedProxies(h.cfg.TrustedProxies)
 	e.Use(h.requestID, h.recover, h.limitHeaders)
 	for _, slash := range []string{"", "/"} {
 		e.POST("/v1/chat/completions"+slash, h.authorize, func(c *gin.Context) { h.serveChat(c.Writer, c.Request, protocolDefault) })

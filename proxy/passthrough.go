@@ -21,27 +21,33 @@ import (
 func (h *Handler) servePassThrough(w http.ResponseWriter, r *http.Request) {
 	r, cancel := h.bounded(r)
 	defer cancel()
+	// The body is read whole, whatever its Content-Type, so that one over
+	// MAX_BODY_BYTES is a 413 before any of it reaches the upstream.
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.cfg.MaxBodyBytes))
+	if err != nil {
+		writeError(w, protocol.Classify(err))
+		return
+	}
 	provider := &h.cfg.Providers[0]
-	if r.Body != nil && strings.HasPrefix(r.Header.Get("Content-Type"), "application/json") {
-		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.cfg.MaxBodyBytes))
-		if err != nil {
-			writeError(w, protocol.Classify(err))
-			return
-		}
+	if strings.HasPrefix(r.Header.Get("Content-Type"), "application/json") {
 		var probe struct {
 			Model string `json:"model"`
 		}
 		if json.Unmarshal(body, &probe) == nil && probe.Model != "" {
 			provider = h.cfg.provider(probe.Model)
 		}
-		r.Body = io.NopCloser(bytes.NewReader(body))
-		r.ContentLength = int64(len(body))
 	}
+	r.Body, r.ContentLength = io.NopCloser(bytes.NewReader(body)), int64(len(body))
 	target, _ := url.Parse(provider.BaseURL) // validated at start
 	rest := apiPath(r.URL.Path)
-	if provider.APIKey != "" && !h.passesThrough(rest) {
-		writeJSONError(w, &chat.Error{Status: http.StatusNotFound, Type: chat.TypeInvalidRequest, Code: "unknown_url",
-			Message: r.Method + " " + r.URL.Path + " is not passed through by this gateway (PASSTHROUGH_ENDPOINTS)"})
+	if provider.APIKey != "" {
+		if e := h.passesThrough(r.Method, rest); e != nil {
+			writeJSONError(w, e)
+			return
+		}
+	}
+	if err := h.admitPassThrough(r.Context(), w, r, len(body)); err != nil {
+		writeError(w, protocol.Classify(err))
 		return
 	}
 	rp := &httputil.ReverseProxy{
@@ -155,18 +161,90 @@ func (h *Handler) bounded(r *http.Request) (*http.Request, context.CancelFunc) {
 	return r.WithContext(ctx), cancel
 }
 
-// passesThrough reports whether the endpoint rest (the path below /v1) may
-// be passed through with the gateway's own key.
-func (h *Handler) passesThrough(rest string) bool {
-	allowed := h.cfg.PassThrough
-	if allowed == nil {
-		allowed = DefaultPassThrough
-	}
-	for _, p := range allowed {
-		p = "/" + strings.Trim(p, "/")
-		if p == "/*" || rest == p || strings.HasPrefix(rest, p+"/") {
-			return true
+// passesThrough answers nil when method rest (the path below /v1) may be
+// passed through with the gateway's own key, else the error to answer: a
+// 405 when the path is allowed for other methods, a 404 when it is not
+// allowed at all.
+func (h *Handler) passesThrough(method, rest string) *chat.Error {
+	pathKnown := false
+	for _, rule := range h.allow {
+		if rule.path != "/*" && rest != rule.path && !strings.HasPrefix(rest, rule.path+"/") {
+			continue
+		}
+		pathKnown = true
+		if rule.allows(method) {
+			return nil
 		}
 	}
+	if pathKnown {
+		return &chat.Error{Status: http.StatusMethodNotAllowed, Type: chat.TypeInvalidRequest, Code: "method_not_allowed",
+			Message: method + " /v1" + rest + " is not passed through by this gateway (PASSTHROUGH_ENDPOINTS names other methods for it)"}
+	}
+	return &chat.Error{Status: http.StatusNotFound, Type: chat.TypeInvalidRequest, Code: "unknown_url",
+		Message: method + " /v1" + rest + " is not passed through by this gateway (PASSTHROUGH_ENDPOINTS)"}
+}
+
+// passRule is one entry of PASSTHROUGH_ENDPOINTS: "METHOD /path", or a
+// bare "/path" for the methods that read or infer (GET, HEAD, POST). The
+// path is a prefix below /v1 ("/models" holds "/models/{id}"); "*" is any
+// path, and "*" as the method any method.
+type passRule struct {
+	// method is upper case; "" is the default methods, "*" any.
+	method string
+	// path is normalised, with a leading and no trailing slash; "/*"
+	// matches any path.
+	path string
+}
+
+// parsePassRule reads one PASSTHROUGH_ENDPOINTS entry.
+func parsePassRule(s string) (passRule, error) {
+	fields := strings.Fields(s)
+	var rule passRule
+	switch len(fields) {
+	case 1:
+		rule.path = fields[0]
+	case 2:
+		rule.method, rule.path = strings.ToUpper(fields[0]), fields[1]
+		if !passMethods[rule.method] {
+			return rule, fmt.Errorf("%q: unknown method %q (one of GET, HEAD, POST, PUT, PATCH, DELETE, or *)", s, fields[0])
+		}
+	default:
+		return rule, fmt.Errorf("%q: want a path (such as /embeddings) or a method and a path (such as \"DELETE /models\")", s)
+	}
+	rule.path = strings.TrimSuffix(removeDotSegments("/"+strings.Trim(rule.path, "/")), "/")
+	if rule.path == "" {
+		return rule, fmt.Errorf("%q: no path; use * for any path", s)
+	}
+	return rule, nil
+}
+
+var passMethods = map[string]bool{"*": true, http.MethodGet: true, http.MethodHead: true, http.MethodPost: true,
+	http.MethodPut: true, http.MethodPatch: true, http.MethodDelete: true}
+
+// allows reports whether the rule lets method through; GET allows HEAD.
+func (p passRule) allows(method string) bool {
+	switch p.method {
+	case "*", method:
+		return true
+	case "":
+		return method == http.MethodGet || method == http.MethodHead || method == http.MethodPost
+	case http.MethodGet:
+		return method == http.MethodHead
+	}
 	return false
+}
+
+// passRules reads the configured entries (nil: DefaultPassThrough); each
+// was checked by Validate.
+func passRules(entries []string) []passRule {
+	if entries == nil {
+		entries = DefaultPassThrough
+	}
+	rules := make([]passRule, 0, len(entries))
+	for _, e := range entries {
+		if rule, err := parsePassRule(e); err == nil {
+			rules = append(rules, rule)
+		}
+	}
+	return rules
 }

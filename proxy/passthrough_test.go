@@ -294,7 +294,7 @@ func TestPassThroughAllowlist(t *testing.T) {
 		pass    bool
 	}{
 		{"embeddings with the server key", "sk-server-0123456789", nil, "/v1/embeddings", true},
-		{"a model's details", "sk-server-0123456789", nil, "/v1/models/gpt-test", true},
+		{"a model's details", "sk-server-0123456789", nil, "GET /v1/models/gpt-test", true},
 		{"files with the server key", "sk-server-0123456789", nil, "/v1/files", false},
 		{"fine-tunes with the server key", "sk-server-0123456789", nil, "/v1/fine_tuning/jobs", false},
 		{"a prefix is a whole segment", "sk-server-0123456789", nil, "/v1/embeddingsX", false},
@@ -308,7 +308,20 @@ func TestPassThroughAllowlist(t *testing.T) {
 				Header: http.Header{"Content-Type": {"application/json"}}, Body: []byte(`{"object":"list","data":[]}`)}))
 			cfg := proxy.Config{Providers: []proxy.Provider{{Name: "openai", BaseURL: usrv.URL + "/v1", APIKey: tt.key}}, PassThrough: tt.allowed}
 			gw := serveGateway(t, cfg, proxy.Options{})
-			resp := post(t, testContext(t), gw, tt.path, `{"input":"hi"}`, http.Header{"Authorization": {"Bearer sk-client-0123456789"}})
+			method, path, ok := strings.Cut(tt.path, " ")
+			if !ok {
+				method, path = http.MethodPost, tt.path
+			}
+			req, err := http.NewRequestWithContext(testContext(t), method, gw.URL+path, strings.NewReader(`{"input":"hi"}`))
+			if err != nil {
+				t.Fatal(err)
+			}
+			req.Header.Set("Authorization", "Bearer sk-client-0123456789")
+			resp, err := gw.Client().Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
 			body := readAll(t, resp.Body)
 			if got := len(up.Received()) == 1; got != tt.pass {
 				t.Fatalf("passed through = %v, want %v (status %d: %s)", got, tt.pass, resp.StatusCode, body)

@@ -6,7 +6,9 @@ import (
 	"encoding/hex"
 	"errors"
 	"net/http"
+	"net/netip"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/phasegate/phasegate/metrics"
@@ -16,6 +18,26 @@ import (
 
 // clientIDKey is the context key of a request's client id (see clientID).
 type clientIDKey struct{}
+
+// clientAddrKey is the context key of a request's client address, as the
+// address limits key it (see clientAddress); absent when they are off.
+type clientAddrKey struct{}
+
+// clientAddress is the address the rate limits know a client by: gin's
+// ClientIP (X-Forwarded-For is believed only from TRUSTED_PROXIES), an
+// IPv6 address taken as its /64, since one host is commonly handed a
+// whole /64 to pick addresses from.
+func clientAddress(ip string) string {
+	a, err := netip.ParseAddr(ip)
+	if err != nil {
+		return ip
+	}
+	a = a.Unmap()
+	if a.Is6() {
+		return netip.PrefixFrom(a, 64).Masked().String()
+	}
+	return a.String()
+}
 
 // clientID names the client of a request without its key: a digest of the
 // client key it presented (or, with no client keys configured, of the
@@ -63,6 +85,10 @@ func (h *Handler) budgets(r *http.Request, project string) rateBudgets {
 		add(&b.requests, "project_requests", "rpm:project:"+project, l.ProjectRequests)
 		add(&b.tokens, "project_tokens", "tpm:project:"+project, l.ProjectTokens)
 	}
+	if addr, ok := r.Context().Value(clientAddrKey{}).(string); ok {
+		add(&b.requests, "address_requests", "rpm:address:"+addr, l.AddressRequests)
+		add(&b.tokens, "address_tokens", "tpm:address:"+addr, l.AddressTokens)
+	}
 	return b
 }
 
@@ -81,27 +107,54 @@ func (c *chatRequest) admit(ctx context.Context, estimate int) error {
 		return nil
 	}
 	c.rates = h.budgets(c.r, c.x.ProjectID)
-	reqs, spentReqs, err := h.spend(ctx, c.rates.requests, 1)
-	setRateHeaders(c.w.Header(), "requests", reqs)
-	if err != nil {
-		return c.refused(err)
+	var err error
+	c.charged, err = h.admitRates(ctx, c.w.Header(), c.rates, max(estimate, 1))
+	return err
+}
+
+// admitPassThrough spends one request of r's budgets, and bodyBytes/4
+// tokens (not corrected afterwards: the gateway does not read the
+// answers it passes through), as admit does for a chat request. Only a
+// refusal carries the gateway's x-ratelimit-* headers: an answer passed
+// through carries the upstream's.
+func (h *Handler) admitPassThrough(ctx context.Context, w http.ResponseWriter, r *http.Request, bodyBytes int) error {
+	if !h.cfg.RateLimits.any() {
+		return nil
 	}
-	c.charged = max(estimate, 1)
-	toks, _, err := h.spend(ctx, c.rates.tokens, c.charged)
-	setRateHeaders(c.w.Header(), "tokens", toks)
+	hdr := http.Header{}
+	_, err := h.admitRates(ctx, hdr, h.budgets(r, r.Header.Get("X-Project-Id")), bodyBytes/4)
 	if err != nil {
-		c.charged = 0
+		copyHeader(w.Header(), hdr)
+	}
+	return err
+}
+
+// admitRates spends one request and estimate tokens (none when 0) of b,
+// writes the x-ratelimit-* headers and, on a refusal, Retry-After to hdr.
+// It returns the tokens charged; a refusal charges nothing.
+func (h *Handler) admitRates(ctx context.Context, hdr http.Header, b rateBudgets, estimate int) (int, error) {
+	reqs, spentReqs, err := h.spend(ctx, b.requests, 1)
+	setRateHeaders(hdr, "requests", reqs)
+	if err != nil {
+		return 0, refused(hdr, err)
+	}
+	if estimate == 0 {
+		return 0, nil
+	}
+	toks, _, err := h.spend(ctx, b.tokens, estimate)
+	setRateHeaders(hdr, "tokens", toks)
+	if err != nil {
 		h.refund(ctx, spentReqs, 1)
-		return c.refused(err)
+		return 0, refused(hdr, err)
 	}
-	return nil
+	return estimate, nil
 }
 
 // refused sets the Retry-After of a refusal and returns its error.
-func (c *chatRequest) refused(err error) error {
+func refused(hdr http.Header, err error) error {
 	var rl *rateLimitError
 	if errors.As(err, &rl) {
-		c.w.Header().Set("Retry-After", retryAfterSeconds(rl.retryAfter))
+		hdr.Set("Retry-After", retryAfterSeconds(rl.retryAfter))
 		return rl.e
 	}
 	return err
@@ -178,12 +231,15 @@ func (h *Handler) refund(ctx context.Context, budgets []budget, n int) {
 // shape: type "requests" or "tokens", code rate_limit_exceeded.
 func rateLimited(b budget, n int, d store.Decision) *rateLimitError {
 	unit := "requests"
-	if b.label == "key_tokens" || b.label == "project_tokens" {
+	if strings.HasSuffix(b.label, "_tokens") {
 		unit = "tokens"
 	}
 	whose := "this API key"
-	if b.label == "project_requests" || b.label == "project_tokens" {
+	switch {
+	case strings.HasPrefix(b.label, "project_"):
 		whose = "this project"
+	case strings.HasPrefix(b.label, "address_"):
+		whose = "this client address"
 	}
 	msg := "Rate limit reached for " + whose + ": " + strconv.Itoa(d.Limit) + " " + unit + " per minute"
 	if n > d.Limit {

@@ -88,7 +88,7 @@ var (
 // streamInfo finds the stream id for the client of r: a 404 when it is
 // unknown, expired, or another client's; a 503 when the store fails.
 func (h *Handler) streamInfo(r *http.Request, id string) (store.StreamInfo, *chat.Error) {
-	info, err := h.streams.Info(r.Context(), id)
+	info, err := h.streams.Info(r.Context(), h.streamKey(r, id))
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 	case err != nil:
@@ -143,7 +143,7 @@ func (h *Handler) serveEvents(w http.ResponseWriter, r *http.Request, id string,
 	sw.coalesce = true // a batch read from the store is written at once
 	sw.start(http.Header{"X-Phasegate-Resumed-After": {strconv.Itoa(after)}})
 	_ = sw.rc.Flush() // the headers, before a wait for the first event
-	if err := h.follow(ctx, sw, id, after, r.Header.Get("X-Phasegate-Event-Ids") == "true"); err != nil && ctx.Err() == nil {
+	if err := h.follow(ctx, sw, h.streamKey(r, id), after, r.Header.Get("X-Phasegate-Event-Ids") == "true"); err != nil && ctx.Err() == nil {
 		h.metrics.StoreFailed(metrics.StoreResume)
 		h.log.Warn("resume ended early", "request_id", id, "error", err)
 		_ = sw.data(errResumeUnavailable.Body())
@@ -155,7 +155,7 @@ func (h *Handler) serveEvents(w http.ResponseWriter, r *http.Request, id string,
 // first event, as its client was answered: status, and the OpenAI error
 // body the log keeps.
 func (h *Handler) serveFailed(w http.ResponseWriter, r *http.Request, id string, status int) {
-	evs, _, err := h.streams.Read(r.Context(), id, 0, time.Millisecond)
+	evs, _, err := h.streams.Read(r.Context(), h.streamKey(r, id), 0, time.Millisecond)
 	if err != nil || len(evs) == 0 {
 		if err != nil {
 			h.metrics.StoreFailed(metrics.StoreResume)
@@ -234,13 +234,13 @@ func (h *Handler) serveCancel(w http.ResponseWriter, r *http.Request, id string)
 		writeJSONError(w, cerr)
 		return
 	}
-	if err := h.streams.Cancel(r.Context(), id); err != nil {
+	if err := h.streams.Cancel(r.Context(), h.streamKey(r, id)); err != nil {
 		h.metrics.StoreFailed(metrics.StoreResume)
 		h.log.Warn("shared store failed; cancel answered 503", "request_id", id, "error", err)
 		writeJSONError(w, errResumeUnavailable)
 		return
 	}
-	h.running.cancel(id)
+	h.running.cancel(h.streamKey(r, id))
 	h.metrics.Resumable(metrics.ResumeCancelled)
 	h.log.Info("stream cancelled", "request_id", id)
 	w.Header().Set("Content-Type", "application/json")

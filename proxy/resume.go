@@ -43,6 +43,17 @@ func (h *Handler) owner(r *http.Request) string {
 	return clientID(r)
 }
 
+// streamKey is the key the stream a client calls id is kept under.
+// Request ids are the clients' to choose, so with client keys each client
+// has ids of its own: one that sends another's X-Request-Id neither
+// collides with that stream nor learns that it exists.
+func (h *Handler) streamKey(r *http.Request, id string) string {
+	if o := h.owner(r); o != "" {
+		return o + ":" + id
+	}
+	return id
+}
+
 // startResumable opens the event log of a resumable stream and detaches
 // ctx from the client's connection: a client that leaves no longer ends
 // the request, REQUEST_TIMEOUT, a cancel or a shutdown still do. It
@@ -51,7 +62,8 @@ func (h *Handler) owner(r *http.Request) string {
 // unchanged), logged and counted.
 func (c *chatRequest) startResumable(ctx context.Context, out *streamSink) (sink, context.Context, func()) {
 	h := c.h
-	if err := h.streams.Start(ctx, c.id, h.owner(c.r)); err != nil {
+	key := h.streamKey(c.r, c.id)
+	if err := h.streams.Start(ctx, key, h.owner(c.r)); err != nil {
 		h.metrics.Resumable(metrics.ResumeDegraded)
 		if errors.Is(err, store.ErrExists) {
 			c.log.Info("stream served without resume: its X-Request-Id already names a resumable stream")
@@ -75,8 +87,8 @@ func (c *chatRequest) startResumable(ctx context.Context, out *streamSink) (sink
 			cancel(cause)
 		}
 	})
-	unregister := h.running.add(c.id, cancel)
-	rec := startRecorder(h, c.id, c.log)
+	unregister := h.running.add(key, cancel)
+	rec := startRecorder(h, key, c.log)
 	rs := &resumableSink{streamSink: out, rec: rec, ids: c.r.Header.Get("X-Phasegate-Event-Ids") == "true", maxBytes: h.cfg.Resume.MaxBytes}
 	return rs, detached, func() {
 		rec.close()

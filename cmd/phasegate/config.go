@@ -88,7 +88,7 @@ var settings = []setting{
 	{env: "OPENAI_API_KEY", kind: kindSecret, help: "OpenAI key the gateway sends; empty passes the client's own Authorization through"},
 	{env: "OPENAI_BASE_URL", def: "https://api.openai.com/v1", kind: kindURL, help: "OpenAI (or any OpenAI-compatible) API root"},
 	{env: "ADMIN_LISTEN_ADDR", kind: kindAddr, help: "address of a listener of its own for /metrics, /debug/ and the health routes (host:port or a port alone); empty serves them beside the client routes"},
-	{env: "METRICS_REQUIRE_ADMIN_KEY", def: "false", kind: kindBool, help: "serve /metrics only to a client presenting ADMIN_API_KEY as a bearer token"},
+	{env: "METRICS_REQUIRE_ADMIN_KEY", def: "auto", kind: kindChoice, choices: []string{"auto", "true", "false"}, help: "serve /metrics only to a client presenting ADMIN_API_KEY as a bearer token: true, false, or auto (true when PHASEGATE_API_KEYS is set and ADMIN_LISTEN_ADDR is not)"},
 	{env: "ADMIN_API_KEY", kind: kindSecret, help: "key that opens the admin routes (GET /debug/requests/{request_id}: a recent request's trace events) to a client presenting it as a bearer token; empty keeps them closed"},
 	{env: "TWO_STAGE_ENABLED", def: "true", kind: kindBool, help: "enable the two-stage tool-loop guard; false makes /two-stage/... answer 501 and every route pass through"},
 	{env: "DEFAULT_PROTOCOL", def: "two-stage", kind: kindChoice, choices: []string{"two-stage", "standard"}, help: "protocol of /v1/chat/completions: two-stage or standard"},
@@ -105,8 +105,11 @@ var settings = []setting{
 	{env: "REDIS_URL", kind: kindSecret, help: "Redis the replicas share (redis://[user:password@]host:port/db, rediss:// for TLS): remembered reasoning, rate limits and resumable streams; empty keeps them in this process"},
 	{env: "RATE_LIMIT_KEY_RPM", def: "0", kind: kindInt, help: "requests per minute of each client key (PHASEGATE_API_KEYS; without client keys, of each bearer token); 0 for no limit"},
 	{env: "RATE_LIMIT_KEY_TPM", def: "0", kind: kindInt, help: "tokens per minute of each client key (the prompt estimate before the call, corrected with the reported usage after); 0 for no limit"},
-	{env: "RATE_LIMIT_PROJECT_RPM", def: "0", kind: kindInt, help: "requests per minute of each project (a key's project, or X-Project-Id); 0 for no limit"},
+	{env: "RATE_LIMIT_PROJECT_RPM", def: "0", kind: kindInt, help: "requests per minute of each project (with client keys, the key's project; without, X-Project-Id); 0 for no limit"},
 	{env: "RATE_LIMIT_PROJECT_TPM", def: "0", kind: kindInt, help: "tokens per minute of each project; 0 for no limit"},
+	{env: "RATE_LIMIT_ADDRESS_RPM", def: "0", kind: kindInt, help: "requests per minute of each client address (an IPv6 address counts as its /64; see TRUSTED_PROXIES); 0 for no limit"},
+	{env: "RATE_LIMIT_ADDRESS_TPM", def: "0", kind: kindInt, help: "tokens per minute of each client address; 0 for no limit"},
+	{env: "TRUSTED_PROXIES", kind: kindList, help: "addresses and CIDR ranges of the proxies whose X-Forwarded-For names the client for the address limits, comma-separated; empty believes no X-Forwarded-For"},
 	{env: "RATE_LIMIT_FAIL_OPEN", def: "true", kind: kindBool, help: "when Redis fails, let requests through unlimited (true) or refuse them with 503 (false)"},
 	{env: "RESUMABLE_STREAMS", def: "false", kind: kindBool, help: "make every stream resumable, as if it sent X-Phasegate-Resumable: true"},
 	{env: "RESUME_TTL", def: proxy.DefaultResumeTTL.String(), kind: kindDuration, help: "how long the events of a resumable stream are kept after its last"},
@@ -124,8 +127,8 @@ var settings = []setting{
 	{env: "UPSTREAM_RETRIES", def: strconv.Itoa(proxy.DefaultRetry.Attempts), kind: kindInt, help: "new attempts of an upstream call that failed before any byte reached the client in a way safe to retry (connect failure, first-byte timeout, 429, 5xx), with jittered exponential backoff; 0 retries nothing"},
 	{env: "UPSTREAM_RETRY_MAX_WAIT", def: proxy.DefaultRetry.MaxWait.String(), kind: kindDuration, help: "longest wait before a retry; an upstream's Retry-After longer than this is not waited for"},
 	{env: "MODEL_FALLBACKS", kind: kindList, help: "fallback models, comma-separated, each MODEL=FALLBACK (MODEL may end in * for a prefix), e.g. deepseek-v4-pro=deepseek-v4-flash: a request whose retries are spent before any byte reached the client goes to FALLBACK, routed like any model"},
-	{env: "PHASEGATE_API_KEYS", kind: kindSecret, help: "client keys, comma-separated, each KEY or KEY:PROJECT; when set, a request must present one as a bearer token (never sent upstream), and a key's project replaces X-Project-Id"},
-	{env: "PASSTHROUGH_ENDPOINTS", def: strings.Join(trimSlashes(proxy.DefaultPassThrough), ","), kind: kindList, help: "other /v1 endpoints passed through with the gateway's own key, comma-separated (path prefixes such as embeddings); * allows any; a client calling with its own key reaches any"},
+	{env: "PHASEGATE_API_KEYS", kind: kindSecret, help: "client keys, comma-separated, each KEY or KEY:PROJECT; when set, a request must present one as a bearer token (never sent upstream), and its project is the key's, whatever X-Project-Id says (key-N for the Nth key when it names none)"},
+	{env: "PASSTHROUGH_ENDPOINTS", def: strings.Join(trimSlashes(proxy.DefaultPassThrough), ","), kind: kindList, help: "other /v1 endpoints passed through with the gateway's own key, comma-separated, each METHOD PATH (a path prefix such as /embeddings; * as the method allows any) or a bare PATH for GET, HEAD and POST; * as the path allows any; a client calling with its own key reaches any"},
 	{env: "SHUTDOWN_DRAIN_DELAY", def: "5s", kind: kindDuration, help: "on SIGTERM or SIGINT, how long /readyz answers 503 while the gateway still accepts and serves, so a load balancer stops sending before the listener closes; 0 closes it at once"},
 	{env: "SHUTDOWN_TIMEOUT", def: "30s", kind: kindDuration, help: "how long a shutdown waits for in-flight streams, once the drain delay is over"},
 	{env: "LOG_LEVEL", def: "info", kind: kindChoice, choices: []string{"debug", "info", "warn", "error"}, help: "debug, info, warn or error"},
@@ -941,11 +944,16 @@ func (r *resolver) proxyConfig(o *options) proxy.Config {
 			KeyTokens:       r.num("RATE_LIMIT_KEY_TPM"),
 			ProjectRequests: r.num("RATE_LIMIT_PROJECT_RPM"),
 			ProjectTokens:   r.num("RATE_LIMIT_PROJECT_TPM"),
+			AddressRequests: r.num("RATE_LIMIT_ADDRESS_RPM"),
+			AddressTokens:   r.num("RATE_LIMIT_ADDRESS_TPM"),
 			FailOpen:        r.boolean("RATE_LIMIT_FAIL_OPEN"),
 		},
 		Resume: proxy.Resume{All: r.boolean("RESUMABLE_STREAMS"), TTL: r.dur("RESUME_TTL"), MaxBytes: int64(r.num("RESUME_MAX_BYTES"))},
 	}
-	if pc.MetricsNeedAdminKey = r.boolean("METRICS_REQUIRE_ADMIN_KEY"); pc.MetricsNeedAdminKey && pc.AdminAPIKey == "" {
+	pc.TrustedProxies = list(v["TRUSTED_PROXIES"].raw)
+	metricsKey := r.choice("METRICS_REQUIRE_ADMIN_KEY")
+	pc.MetricsOpen = metricsKey == "false"
+	if pc.MetricsNeedAdminKey = metricsKey == "true"; pc.MetricsNeedAdminKey && pc.AdminAPIKey == "" {
 		r.bad("METRICS_REQUIRE_ADMIN_KEY", "needs ADMIN_API_KEY: with no admin key, nobody could read /metrics")
 	}
 	return pc

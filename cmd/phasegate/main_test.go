@@ -606,11 +606,21 @@ func TestRunClientKeys(t *testing.T) {
 	if resp := ask("sk-someone-else"); resp.StatusCode != http.StatusUnauthorized {
 		t.Errorf("with a wrong key: %d, want 401", resp.StatusCode)
 	}
-	if resp := ask(key); resp.StatusCode != http.StatusOK || resp.Header.Get("X-Phasegate-Project-Id") != "proj-forged" {
-		t.Errorf("with a key: %d, project %q; want 200 and the client's project", resp.StatusCode, resp.Header.Get("X-Phasegate-Project-Id"))
+	if resp := ask(key); resp.StatusCode != http.StatusOK || resp.Header.Get("X-Phasegate-Project-Id") != "key-1" {
+		t.Errorf("with a key bound to no project: %d, project %q; want 200 and key-1, its own", resp.StatusCode, resp.Header.Get("X-Phasegate-Project-Id"))
 	}
 	if resp := ask(projectKey); resp.StatusCode != http.StatusOK || resp.Header.Get("X-Phasegate-Project-Id") != "proj-beta" {
 		t.Errorf("with a project's key: %d, project %q; want 200 and proj-beta", resp.StatusCode, resp.Header.Get("X-Phasegate-Project-Id"))
+	}
+	// With client keys and no listener of its own, /metrics asks for the
+	// admin key (METRICS_REQUIRE_ADMIN_KEY=auto).
+	resp, err := http.Get(g.url + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("/metrics with client keys: %d, want 401", resp.StatusCode)
 	}
 	if err := g.stop(t); err != nil {
 		t.Fatal(err)
