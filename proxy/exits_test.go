@@ -84,3 +84,34 @@ func TestForwardedHeaders(t *testing.T) {
 		}
 	}
 }
+
+// TestPassThroughKeepsBodyCoding: a pass-through body goes upstream as it
+// came, so the header that says how it is coded goes with it; the chat
+// routes decode the body themselves and send their own.
+func TestPassThroughKeepsBodyCoding(t *testing.T) {
+	t.Parallel()
+	up, usrv := proxytest.NewServer(t, func(proxytest.Received) sim.Reply {
+		return sim.Reply{Header: http.Header{"Content-Type": {"application/json"}}, Body: []byte(`{"object":"list","data":[]}`)}
+	})
+	cfg := config(usrv)
+	cfg.Providers[0].APIKey = "sk-gateway-0123456789"
+	gw := newGateway(t, cfg)
+	req, err := http.NewRequestWithContext(testContext(t), http.MethodPost, gw.URL+"/v1/embeddings", strings.NewReader("\x1f\x8b coded"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Content-Encoding", "gzip")
+	resp, err := gw.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	readAll(t, resp.Body)
+	rec := up.Received()
+	if resp.StatusCode != http.StatusOK || len(rec) != 1 {
+		t.Fatalf("status %d, upstream got %d requests; want 200 and 1", resp.StatusCode, len(rec))
+	}
+	if got := rec[0].Header.Get("Content-Encoding"); got != "gzip" || string(rec[0].Body) != "\x1f\x8b coded" {
+		t.Errorf("upstream got Content-Encoding %q and body %q; want gzip and the body as sent", got, rec[0].Body)
+	}
+}

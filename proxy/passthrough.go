@@ -59,6 +59,10 @@ func (h *Handler) servePassThrough(w http.ResponseWriter, r *http.Request) {
 			pr.Out.URL.RawPath = ""
 			pr.Out.Host = target.Host
 			pr.Out.Header = forwardHeader(pr.In.Header)
+			// The body goes on as it came, so its coding goes with it.
+			if ce := pr.In.Header.Values("Content-Encoding"); len(ce) > 0 {
+				pr.Out.Header["Content-Encoding"] = append([]string(nil), ce...)
+			}
 			upstreamAuth(pr.Out.Header, provider)
 		},
 		ModifyResponse: func(resp *http.Response) error {
