@@ -448,6 +448,8 @@ func (c *chatRequest) prepare() error {
 			c.strategy = h.standard
 			c.w.Header().Set("X-Phasegate-Protocol", c.strategy.Name())
 			c.w.Header().Set("X-Phasegate-Warning", "n > 1 is served by the standard protocol: the guard judges a single choice")
+		} else if err := checkSchemaCost(req.Tools); err != nil {
+			return err // only the guard compiles schemas
 		}
 	}
 	if h.repairThinking(c.r.Context(), c.w, c.log, c.provider, req) {

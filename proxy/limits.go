@@ -1,12 +1,14 @@
 package proxy
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
 
 	"github.com/gin-gonic/gin"
 
 	"github.com/phasegate/phasegate/protocol/chat"
+	"github.com/phasegate/phasegate/tools"
 )
 
 // Limits bound the shape of one chat request, beyond its size in bytes,
@@ -93,6 +95,20 @@ func checkShape(req *chat.Request, l Limits) error {
 			if n := len(tc.Function.Arguments); n > l.MaxArgumentsBytes {
 				return tooLarge(fmt.Sprintf("messages[%d].tool_calls[%d].function.arguments", i, j), "the arguments of a tool call are %d bytes; this gateway accepts at most %d", n, l.MaxArgumentsBytes)
 			}
+		}
+	}
+	return nil
+}
+
+// checkSchemaCost refuses tools whose parameters schemas cost more to
+// compile than tools.DefaultSchemaBudget allows (the guard compiles them
+// to judge calls), saying which pattern and why.
+func checkSchemaCost(ts []chat.Tool) error {
+	for i, t := range ts {
+		_, err := tools.SchemaCost(t.Function.Parameters, tools.DefaultSchemaBudget)
+		var ce *tools.SchemaCostError
+		if errors.As(err, &ce) {
+			return chat.InvalidRequest(fmt.Sprintf("tools[%d].function.parameters", i), "the parameters schema of tool %s: %s", tools.QuoteName(t.Function.Name), ce.Error())
 		}
 	}
 	return nil
