@@ -96,3 +96,55 @@ func TestCostlySchemaRefused(t *testing.T) {
 		})
 	}
 }
+
+// tinyMessages is a body of n tiny messages, then tail (a message, or "").
+func tinyMessages(key string, n int, tail string) string {
+	var b strings.Builder
+	b.WriteString(`{"model":"` + testModel + `","` + key + `":[`)
+	for i := range n {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(`{"role":"user","content":"x"}`)
+	}
+	if tail != "" {
+		b.WriteString("," + tail)
+	}
+	b.WriteString(`]}`)
+	return b.String()
+}
+
+// TestMessageCountBeforeDecoding: 500,000 tiny messages (about 16 times
+// their bytes once decoded) are refused by their count before any is
+// decoded: a broken last message, which decoding would have reported
+// first, is never looked at. An escaped spelling of the key counts the
+// same.
+func TestMessageCountBeforeDecoding(t *testing.T) {
+	const broken = `{"role":7,"content":"x"}`
+	tools := `{"model":"` + testModel + `","messages":[{"role":"user","content":"hi"}],"tools":[` +
+		strings.Repeat(`{"type":"function","function":{"name":"t"}},`, 600) + `{"type":"function","function":{"name":7}}]}`
+	tests := []struct {
+		name, body, param, message string
+	}{
+		{"500,000 messages", tinyMessages("messages", 500_000, broken), "messages", "the request has 500001 messages; this gateway accepts at most 10000"},
+		{"an escaped key", tinyMessages(`messag\u0065s`, 20_000, broken), "messages", "the request has 20001 messages"},
+		{"601 tools", tools, "tools", "the request declares 601 tools; this gateway accepts at most 512"},
+	}
+	up, gw := startUpstream(t, proxytest.Simulated())
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			resp := post(t, testContext(t), gw, "/v1/chat/completions", tt.body, nil)
+			got := readAll(t, resp.Body)
+			if resp.StatusCode != http.StatusBadRequest {
+				t.Fatalf("status %d, want 400: %.300s", resp.StatusCode, got)
+			}
+			e := decodeError(t, got)
+			if e.Error.Param == nil || *e.Error.Param != tt.param || !strings.Contains(e.Error.Message, tt.message) {
+				t.Errorf("got %s, want param %s and a message with %q", got, tt.param, tt.message)
+			}
+		})
+	}
+	if n := len(up.Received()); n != 0 {
+		t.Errorf("%d requests reached the upstream", n)
+	}
+}

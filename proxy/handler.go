@@ -412,7 +412,7 @@ func (c *chatRequest) prepare() error {
 		return err
 	}
 	c.bodyBytes = len(body)
-	if err := checkDepth(body, h.cfg.Limits.MaxDepth); err != nil {
+	if err := checkBody(body, h.cfg.Limits); err != nil {
 		return err
 	}
 	req, err := chat.ParseRequest(body)
