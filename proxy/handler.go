@@ -21,6 +21,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
+	"golang.org/x/sync/semaphore"
 
 	"github.com/phasegate/phasegate/metrics"
 	"github.com/phasegate/phasegate/protocol"
@@ -143,6 +144,9 @@ type Handler struct {
 	propagator propagation.TextMapPropagator
 	draining   atomic.Bool
 	engine     *gin.Engine
+	// inflight holds the memory of the request bodies in flight
+	// (Config.MaxInflightBytes).
+	inflight *semaphore.Weighted
 }
 
 // New builds a Handler from a validated config.
@@ -176,6 +180,7 @@ func New(cfg Config, opts Options) (*Handler, error) {
 		limiter:  opts.Limiter,
 		streams:  opts.Streams,
 		recent:   opts.Recent,
+		inflight: semaphore.NewWeighted(cfg.MaxInflightBytes),
 	}
 	if h.metrics == nil {
 		reg := prometheus.NewRegistry()
@@ -224,7 +229,7 @@ func (h *Handler) routes() *gin.Engine {
 	// routes are served with and without it; any other path is matched as
 	// it came.
 	e.RedirectTrailingSlash = false
-	e.Use(h.requestID, h.recover, h.limitHeaders)
+	e.Use(h.requestID, h.recover, h.limitHeaders, h.boundBody)
 	for _, slash := range []string{"", "/"} {
 		e.POST("/v1/chat/completions"+slash, h.authorize, func(c *gin.Context) { h.serveChat(c.Writer, c.Request, protocolDefault) })
 		e.POST("/standard/v1/chat/completions"+slash, h.authorize, func(c *gin.Context) { h.serveChat(c.Writer, c.Request, ProtocolStandard) })
