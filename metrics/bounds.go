@@ -21,6 +21,19 @@ func newBounded() *prometheus.CounterVec {
 		Help: "Requests refused by a bound of the gateway's resources: the memory of requests in flight (503), the time to read a body (408)."}, []string{"bound"})
 }
 
+func newInflightBytes() prometheus.Gauge {
+	return prometheus.NewGauge(prometheus.GaugeOpts{Name: "phasegate_inflight_body_bytes",
+		Help: "Bytes the requests in flight are charged against MAX_INFLIGHT_BYTES (8 times their body bytes)."})
+}
+
+// InflightBytes adds delta to the bytes charged against the bound of
+// requests in flight.
+func (m *Metrics) InflightBytes(delta int64) {
+	if m != nil {
+		m.inflightBytes.Add(float64(delta))
+	}
+}
+
 // Bounded counts a request refused by a bound of the gateway's resources.
 func (m *Metrics) Bounded(bound string) {
 	if m != nil {

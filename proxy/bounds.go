@@ -69,12 +69,14 @@ func (b *boundedBody) charge(n int64) bool {
 		return false
 	}
 	b.charged += n * InflightFactor
+	b.h.metrics.InflightBytes(n * InflightFactor)
 	return true
 }
 
 func (b *boundedBody) release() {
 	if b.charged > 0 {
 		b.h.inflight.Release(b.charged)
+		b.h.metrics.InflightBytes(-b.charged)
 		b.charged = 0
 	}
 }

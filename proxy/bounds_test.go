@@ -261,11 +261,17 @@ func TestBodyDeadlineSparesStreams(t *testing.T) {
 // metricsHave fails unless the gateway's /metrics has line.
 func metricsHave(t *testing.T, gw *httptest.Server, line string) {
 	t.Helper()
-	resp := proxytest.Do(t, testContext(t), gw.Client(), http.MethodGet, gw.URL+"/metrics", "")
-	got := readAll(t, resp.Body)
-	if !strings.Contains(string(got), line+"\n") {
+	if !metricsHas(t, gw, line) {
 		t.Errorf("/metrics lacks %s", line)
 	}
+}
+
+// metricsHas reports whether the gateway's /metrics has line.
+func metricsHas(t *testing.T, gw *httptest.Server, line string) bool {
+	t.Helper()
+	resp := proxytest.Do(t, testContext(t), gw.Client(), http.MethodGet, gw.URL+"/metrics", "")
+	defer resp.Body.Close()
+	return strings.Contains(string(readAll(t, resp.Body)), line+"\n")
 }
 
 // TestInflightBytes: the bodies of requests in flight are bounded in
@@ -285,6 +291,14 @@ func TestInflightBytes(t *testing.T) {
 	holder := rawPost(t, gw, "/v1/chat/completions", fmt.Sprintf("Content-Length: %d\r\n", len(held)))
 	if _, err := io.WriteString(holder, held[:100]); err != nil {
 		t.Fatal(err)
+	}
+	// Its charge shows once its handler runs: a bounded number of looks.
+	charged := fmt.Sprintf("phasegate_inflight_body_bytes %d", proxy.InflightFactor*len(held))
+	for try := 0; !metricsHas(t, gw, charged); try++ {
+		if try == 1000 {
+			t.Fatalf("/metrics never showed %s", charged)
+		}
+		runtime.Gosched()
 	}
 
 	small := chatBody(false) + strings.Repeat(" ", 10<<10) // 80 KiB charged: over what is left

@@ -30,7 +30,7 @@ func (rep *report) print(out io.Writer, cfg config) {
 func (r *results) printErrors(out io.Writer, max int) {
 	seen := map[kind]bool{}
 	for _, o := range r.outcomes {
-		if o.kind == kindOK || o.kind == kindDisconnected || seen[o.kind] || len(seen) >= max {
+		if o.kind == kindOK || o.kind == kindDisconnected || o.kind == kindRefused || seen[o.kind] || len(seen) >= max {
 			continue
 		}
 		seen[o.kind] = true
