@@ -33,6 +33,8 @@ type Metrics struct {
 	overhead        *prometheus.HistogramVec
 	modelTokens     *prometheus.CounterVec
 	shared          sharedMetrics
+	bounded         *prometheus.CounterVec
+	inflightBytes   prometheus.Gauge
 	envelopes       *prometheus.CounterVec
 	// models are the configured model names, the values of the model
 	// label besides OtherModel.
@@ -168,8 +170,10 @@ func New(reg prometheus.Registerer, providers []string, models ...string) *Metri
 			Help: "Tokens in (prompt) and out (completion) of upstream calls, reported or estimated, by configured model name (other: any other)."}, []string{"model", "kind"}),
 		envelopes: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "phasegate_envelopes_total",
 			Help: "Orchestrator envelopes judged, by phase and outcome (valid, repaired, retried, fallback, invalid, missing)."}, []string{"phase", "outcome"}),
-		models: slices.Clone(models),
-		shared: newSharedMetrics(),
+		models:        slices.Clone(models),
+		shared:        newSharedMetrics(),
+		bounded:       newBounded(),
+		inflightBytes: newInflightBytes(),
 	}
 	m.register(reg)
 	m.zero(providers, models)
@@ -179,7 +183,7 @@ func New(reg prometheus.Registerer, providers []string, models ...string) *Metri
 // register registers every collector on reg.
 func (m *Metrics) register(reg prometheus.Registerer) {
 	for _, c := range []prometheus.Collector{m.requests, m.requestDuration, m.inFlight, m.upstreamLatency, m.upstreamErrors,
-		m.toolCalls, m.budgets, m.fallbacks, m.cycles, m.tokens, m.truncations, m.repairs, m.transient, m.retries, m.modelFallbacks, m.leaked, m.firstToken, m.overhead, m.modelTokens, m.envelopes} {
+		m.toolCalls, m.budgets, m.fallbacks, m.cycles, m.tokens, m.truncations, m.repairs, m.transient, m.retries, m.modelFallbacks, m.leaked, m.firstToken, m.overhead, m.modelTokens, m.envelopes, m.bounded, m.inflightBytes} {
 		reg.MustRegister(c)
 	}
 	for _, c := range m.shared.collectors() {
@@ -239,6 +243,9 @@ func (m *Metrics) zero(providers, models []string) {
 		m.leaked.WithLabelValues(o)
 	}
 	m.shared.zero()
+	for _, b := range Bounds {
+		m.bounded.WithLabelValues(b)
+	}
 	for _, p := range EnvelopePhases {
 		for _, o := range EnvelopeOutcomes {
 			m.envelopes.WithLabelValues(p, o)

@@ -21,6 +21,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
+	"golang.org/x/sync/semaphore"
 
 	"github.com/phasegate/phasegate/internal/redact"
 	"github.com/phasegate/phasegate/metrics"
@@ -151,6 +152,9 @@ type Handler struct {
 	draining   atomic.Bool
 	engine     *gin.Engine
 	redactor   *redact.Redactor
+	// inflight holds the memory of the request bodies in flight
+	// (Config.MaxInflightBytes).
+	inflight *semaphore.Weighted
 }
 
 // New builds a Handler from a validated config.
@@ -191,6 +195,7 @@ func New(cfg Config, opts Options) (*Handler, error) {
 		streams:  opts.Streams,
 		recent:   opts.Recent,
 		redactor: red,
+		inflight: semaphore.NewWeighted(cfg.MaxInflightBytes),
 	}
 	if h.metrics == nil {
 		reg := prometheus.NewRegistry()
@@ -250,7 +255,7 @@ func (h *Handler) routes() *gin.Engine {
 	// (TRUSTED_PROXIES, validated at start); gin's default trusts anyone.
 	e.RemoteIPHeaders = []string{"X-Forwarded-For"}
 	_ = e.SetTrustedProxies(h.cfg.TrustedProxies)
-	e.Use(h.requestID, h.recover, h.limitHeaders)
+	e.Use(h.requestID, h.recover, h.limitHeaders, h.boundBody)
 	for _, slash := range []string{"", "/"} {
 		e.POST("/v1/chat/completions"+slash, h.authorize, func(c *gin.Context) { h.serveChat(c.Writer, c.Request, protocolDefault) })
 		e.POST("/standard/v1/chat/completions"+slash, h.authorize, func(c *gin.Context) { h.serveChat(c.Writer, c.Request, ProtocolStandard) })
@@ -438,7 +443,7 @@ func (c *chatRequest) prepare() error {
 		return err
 	}
 	c.bodyBytes = len(body)
-	if err := checkDepth(body, h.cfg.Limits.MaxDepth); err != nil {
+	if err := checkBody(body, h.cfg.Limits); err != nil {
 		return err
 	}
 	req, err := chat.ParseRequest(body)
@@ -474,6 +479,8 @@ func (c *chatRequest) prepare() error {
 			c.strategy = h.standard
 			c.w.Header().Set("X-Phasegate-Protocol", c.strategy.Name())
 			c.w.Header().Set("X-Phasegate-Warning", "n > 1 is served by the standard protocol: the guard judges a single choice")
+		} else if err := checkSchemaCost(req.Tools); err != nil {
+			return err // only the guard compiles schemas
 		}
 	}
 	if h.repairThinking(c.r.Context(), c.w, c.log, c.provider, req) {

@@ -1,12 +1,16 @@
 package proxy
 
 import (
+	"bytes"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 
 	"github.com/gin-gonic/gin"
 
 	"github.com/phasegate/phasegate/protocol/chat"
+	"github.com/phasegate/phasegate/tools"
 )
 
 // Limits bound the shape of one chat request, beyond its size in bytes,
@@ -47,35 +51,120 @@ func (l Limits) withDefaults() Limits {
 	return l
 }
 
-// checkDepth refuses a body nested deeper than max before it is decoded:
-// encoding/json would recurse that deep.
-func checkDepth(body []byte, max int) error {
-	depth, inString, escaped := 0, false, false
-	for _, c := range body {
-		switch {
-		case inString:
-			switch {
-			case escaped:
-				escaped = false
-			case c == '\\':
-				escaped = true
-			case c == '"':
-				inString = false
+// checkBody checks, in one pass over the raw body before anything is
+// decoded, the limits decoding would otherwise pay for first: the nesting
+// depth (encoding/json recurses that deep), and the number of messages
+// and tools (it builds every one of them, about 16 times the bytes of
+// 500,000 tiny messages, before their count could be looked at).
+func checkBody(body []byte, l Limits) error {
+	s := bodyScan{limits: l}
+	for i := 0; i < len(body); i++ {
+		c := body[i]
+		if s.depth == 2 && s.counting != "" {
+			switch c {
+			case ',':
+				s.commas++
+			case ' ', '\t', '\r', '\n', ']':
+			default:
+				s.nonEmpty = true
 			}
-		case c == '"':
-			inString = true
-		case c == '{' || c == '[':
-			if depth++; depth > max {
-				return chat.InvalidRequest("", "the request nests JSON objects and arrays more than %d deep", max)
+		}
+		switch c {
+		case '"':
+			end := stringEnd(body, i+1)
+			if s.depth == 1 {
+				s.key = body[i+1 : end] // a key, or a value no array follows
 			}
-		case c == '}' || c == ']':
-			depth--
+			i = end
+		case '{', '[':
+			if s.depth++; s.depth > l.MaxDepth {
+				return chat.InvalidRequest("", "the request nests JSON objects and arrays more than %d deep", l.MaxDepth)
+			}
+			if s.depth == 2 && c == '[' {
+				s.counting, s.commas, s.nonEmpty = memberName(s.key), 0, false
+			}
+		case '}', ']':
+			if s.depth == 2 && s.counting != "" {
+				if err := s.counted(); err != nil {
+					return err
+				}
+			}
+			s.depth--
 		}
 	}
 	return nil
 }
 
-// checkShape refuses a parsed request over the limits.
+// stringEnd is the index of the quote that closes the JSON string
+// starting at from, or len(b).
+func stringEnd(b []byte, from int) int {
+	for {
+		j := bytes.IndexByte(b[from:], '"')
+		if j < 0 {
+			return len(b)
+		}
+		q, escapes := from+j, 0
+		for p := q - 1; p >= from && b[p] == '\\'; p-- {
+			escapes++
+		}
+		if escapes%2 == 0 {
+			return q
+		}
+		from = q + 1
+	}
+}
+
+// bodyScan is the state of checkBody: its depth, and the top-level array
+// of messages or tools whose elements it counts.
+type bodyScan struct {
+	limits   Limits
+	depth    int
+	key      []byte // the last string closed at depth 1
+	counting string // "messages" or "tools": the array at depth 2
+	commas   int
+	nonEmpty bool
+}
+
+// counted checks the count of the array just closed.
+func (s *bodyScan) counted() error {
+	n := s.commas
+	if s.nonEmpty {
+		n++
+	}
+	what := s.counting
+	s.counting = ""
+	switch {
+	case what == "messages" && n > s.limits.MaxMessages:
+		return chat.InvalidRequest("messages", "the request has %d messages; this gateway accepts at most %d", n, s.limits.MaxMessages)
+	case what == "tools" && n > s.limits.MaxTools:
+		return chat.InvalidRequest("tools", "the request declares %d tools; this gateway accepts at most %d", n, s.limits.MaxTools)
+	}
+	return nil
+}
+
+// memberName is the name of a top-level member whose array is counted,
+// given its key as written ("" for any other): an escaped spelling
+// ("messag\u0065s") names the same member once decoded.
+func memberName(raw []byte) string {
+	if bytes.IndexByte(raw, '\\') >= 0 {
+		var name string
+		if json.Unmarshal(append(append([]byte{'"'}, raw...), '"'), &name) != nil {
+			return ""
+		}
+		raw = []byte(name)
+	}
+	switch string(raw) {
+	case "messages":
+		return "messages"
+	case "tools":
+		return "tools"
+	}
+	return ""
+}
+
+// checkShape refuses a parsed request over the limits. (checkBody
+// refused too many messages or tools before they were decoded; they are
+// counted again here for requests built otherwise.)
 func checkShape(req *chat.Request, l Limits) error {
 	if n := len(req.Messages); n > l.MaxMessages {
 		return chat.InvalidRequest("messages", "the request has %d messages; this gateway accepts at most %d", n, l.MaxMessages)
@@ -93,6 +182,20 @@ func checkShape(req *chat.Request, l Limits) error {
 			if n := len(tc.Function.Arguments); n > l.MaxArgumentsBytes {
 				return tooLarge(fmt.Sprintf("messages[%d].tool_calls[%d].function.arguments", i, j), "the arguments of a tool call are %d bytes; this gateway accepts at most %d", n, l.MaxArgumentsBytes)
 			}
+		}
+	}
+	return nil
+}
+
+// checkSchemaCost refuses tools whose parameters schemas cost more to
+// compile than tools.DefaultSchemaBudget allows (the guard compiles them
+// to judge calls), saying which pattern and why.
+func checkSchemaCost(ts []chat.Tool) error {
+	for i, t := range ts {
+		_, err := tools.SchemaCost(t.Function.Parameters, tools.DefaultSchemaBudget)
+		var ce *tools.SchemaCostError
+		if errors.As(err, &ce) {
+			return chat.InvalidRequest(fmt.Sprintf("tools[%d].function.parameters", i), "the parameters schema of tool %s: %s", tools.QuoteName(t.Function.Name), ce.Error())
 		}
 	}
 	return nil

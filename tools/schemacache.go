@@ -20,6 +20,8 @@ type schemaCache struct {
 type compiled struct {
 	schema *jsonschema.Schema
 	err    error
+	// cost is what its patterns compiled to, in instructions (SchemaCost).
+	cost int64
 }
 
 // maxCachedSchemaBytes keeps unusually large schemas out of the cache.
@@ -39,22 +41,30 @@ var schemas = newSchemaCache(schemaCacheBytes)
 func newSchemaCache(maxBytes int64) *schemaCache {
 	return &schemaCache{compiled: lru.New(lru.Options[string, compiled]{
 		MaxBytes: maxBytes,
-		Bytes: func(params string, _ compiled) int64 {
-			return int64(len(params)) * (1 + compiledPerSourceByte)
+		Bytes: func(params string, c compiled) int64 {
+			return int64(len(params))*(1+compiledPerSourceByte) + c.cost*instBytes
 		},
 	})}
 }
 
 // compile returns the compiled schema of params, from the cache when it
-// was compiled before.
+// was compiled before. A schema whose patterns are over
+// DefaultSchemaBudget is not compiled: its error is a *SchemaCostError.
 func (c *schemaCache) compile(params json.RawMessage) (*jsonschema.Schema, error) {
 	if len(params) > maxCachedSchemaBytes {
+		if _, err := SchemaCost(params, DefaultSchemaBudget); err != nil {
+			return nil, err
+		}
 		return compileSchema(params)
 	}
 	if e, ok := c.compiled.Get(string(params)); ok {
 		return e.schema, e.err
 	}
-	sch, err := compileSchema(params)
-	c.compiled.Put(string(params), compiled{sch, err})
+	cost, err := SchemaCost(params, DefaultSchemaBudget)
+	var sch *jsonschema.Schema
+	if err == nil {
+		sch, err = compileSchema(params)
+	}
+	c.compiled.Put(string(params), compiled{schema: sch, err: err, cost: cost})
 	return sch, err
 }

@@ -42,7 +42,8 @@ const (
 // plan is what one client does.
 type plan struct {
 	tool      bool
-	cutAfter  int // events read before hanging up; 0 reads all
+	hostile   hostile // "": an agent's request
+	cutAfter  int     // events read before hanging up; 0 reads all
 	slowDelay time.Duration
 }
 
@@ -88,6 +89,10 @@ func drive(ctx context.Context, cfg config, base string) *results {
 		wg.Go(func() {
 			for starting.Err() == nil && started.Add(1) <= int64(cfg.maxRequests) {
 				p := choose(rng, cfg)
+				if p.hostile != "" {
+					res.add(doHostile(ctx, client, base, p.hostile, cfg.requestTimeout))
+					continue
+				}
 				res.add(do(ctx, client, base, p, cfg.requestTimeout))
 			}
 		})
@@ -100,6 +105,10 @@ func drive(ctx context.Context, cfg config, base string) *results {
 // choose picks what the next client does.
 func choose(rng *rand.Rand, cfg config) plan {
 	p := plan{tool: rng.Float64() < cfg.tool}
+	if cfg.hostile > 0 && rng.Float64() < cfg.hostile {
+		p.hostile = hostiles[rng.IntN(len(hostiles))]
+		return p
+	}
 	switch x := rng.Float64(); {
 	case x < cfg.disconnect:
 		p.cutAfter = 1 + rng.IntN(90) // both scenarios send more events

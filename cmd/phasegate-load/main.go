@@ -60,6 +60,9 @@ type config struct {
 	slow           float64 // share of requests read slowly
 	slowDelay      time.Duration
 	tool           float64 // share of requests answered with a tool call
+	hostile        float64 // share of hostile requests (hostile.go)
+	bodyTimeout    time.Duration
+	maxRSSMiB      float64
 	direct         time.Duration
 	requestTimeout time.Duration
 	sample         time.Duration
@@ -85,6 +88,9 @@ func parseFlags(args []string, out io.Writer) (config, error) {
 	fs.Float64Var(&c.slow, "slow", 0.1, "share of requests read slowly (-slow-delay after every event)")
 	fs.DurationVar(&c.slowDelay, "slow-delay", 40*time.Millisecond, "pause of a slow reader after each event")
 	fs.Float64Var(&c.tool, "tool", 0.5, "share of requests answered with a tool call (the rest with text)")
+	fs.Float64Var(&c.hostile, "hostile", 0, "share of hostile requests, each in turn a tool schema of 200 KiB of x{0,1000} patterns, 500,000 tiny messages, or a body trickled a byte a second; each must get the error it is owed (400, 400, 408; or 503 past MAX_INFLIGHT_BYTES)")
+	fs.DurationVar(&c.bodyTimeout, "body-read-timeout", 5*time.Second, "BODY_READ_TIMEOUT of the gateway started")
+	fs.Float64Var(&c.maxRSSMiB, "max-rss", 0, "most the gateway's peak RSS (VmHWM) may reach, in MiB; 0 reports it unjudged")
 	fs.DurationVar(&c.direct, "direct", 15*time.Second, "how long the load, every client reading in full, goes straight to the double first, for the latency the gateway adds; 0 skips it")
 	fs.DurationVar(&c.requestTimeout, "request-timeout", 60*time.Second, "bound on one request")
 	fs.DurationVar(&c.sample, "sample", 5*time.Second, "interval of the gateway's RSS and goroutine samples")
@@ -105,8 +111,8 @@ func parseFlags(args []string, out io.Writer) (config, error) {
 		return c, errors.New("-concurrency and -max-requests must be at least 1")
 	case c.duration <= 0 || c.requestTimeout <= 0 || c.sample <= 0:
 		return c, errors.New("-duration, -request-timeout and -sample must be positive")
-	case c.disconnect < 0 || c.slow < 0 || c.tool < 0 || c.disconnect+c.slow > 1 || c.tool > 1:
-		return c, errors.New("-disconnect, -slow and -tool are shares in [0, 1], -disconnect plus -slow at most 1")
+	case c.disconnect < 0 || c.slow < 0 || c.tool < 0 || c.disconnect+c.slow > 1 || c.tool > 1 || c.hostile < 0 || c.hostile > 1:
+		return c, errors.New("-disconnect, -slow, -tool and -hostile are shares in [0, 1], -disconnect plus -slow at most 1")
 	}
 	return c, nil
 }

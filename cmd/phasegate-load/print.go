@@ -30,7 +30,7 @@ func (rep *report) print(out io.Writer, cfg config) {
 func (r *results) printErrors(out io.Writer, max int) {
 	seen := map[kind]bool{}
 	for _, o := range r.outcomes {
-		if o.kind == kindOK || o.kind == kindDisconnected || seen[o.kind] || len(seen) >= max {
+		if o.kind == kindOK || o.kind == kindDisconnected || o.kind == kindRefused || seen[o.kind] || len(seen) >= max {
 			continue
 		}
 		seen[o.kind] = true
@@ -76,6 +76,7 @@ func (rep *report) printResources(out io.Writer, cfg config, n int) {
 			float64(cpu.Milliseconds()), n, float64(cpu.Microseconds())/1000/float64(max(n, 1)))
 		fmt.Fprintf(out, "gateway RSS: idle %.1f MiB, peak %.1f MiB under load, %.1f KiB per open stream\n",
 			mib(rep.idle.rss), mib(peak.rss), float64(peak.rss-rep.idle.rss)/1024/float64(cfg.concurrency))
+		fmt.Fprintf(out, "gateway peak RSS (VmHWM, between samples too): %.1f MiB\n", mib(rep.peakRSS))
 	}
 	fmt.Fprintf(out, "gateway goroutines: idle %d, peak %d under load (%.1f per open stream)\n",
 		rep.idle.goroutines, peak.goroutines, float64(peak.goroutines-rep.idle.goroutines)/float64(cfg.concurrency))
@@ -107,6 +108,9 @@ func (rep *report) verdict(cfg config) error {
 	}
 	if !rep.back {
 		reasons = append(reasons, fmt.Sprintf("not back within %s: %s", cfg.settle, strings.Join(rep.notBack, "; ")))
+	}
+	if cfg.maxRSSMiB > 0 && mib(rep.peakRSS) > cfg.maxRSSMiB {
+		reasons = append(reasons, fmt.Sprintf("peak RSS %.1f MiB, over -max-rss %g", mib(rep.peakRSS), cfg.maxRSSMiB))
 	}
 	if reasons != nil {
 		return failedError{reasons}

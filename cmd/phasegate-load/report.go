@@ -20,6 +20,9 @@ type report struct {
 	notBack          []string // what was not, at the last sample
 	backIn           time.Duration
 	res, direct      *results
+	// peakRSS is the gateway's RSS high-water mark (VmHWM) after the
+	// load; 0 when unknown.
+	peakRSS int64
 }
 
 // measure runs the load through the gateway, sampling it, then waits for it
@@ -41,6 +44,9 @@ func measure(ctx context.Context, cfg config, st *stack, out io.Writer) (*report
 	rep.res = drive(ctx, cfg, st.gatewayURL)
 	close(stop)
 	wg.Wait()
+	if st.pid > 0 {
+		rep.peakRSS = proc.Status(st.pid, "VmHWM")
+	}
 	if rep.end, err = take(ctx, client, st.gatewayURL, st.pid); err != nil {
 		return nil, err
 	}
@@ -159,7 +165,7 @@ func (r *results) counts() (map[string]int, int) {
 	errs := 0
 	for _, o := range r.outcomes {
 		by[string(o.kind)]++
-		if o.kind != kindOK && o.kind != kindDisconnected {
+		if o.kind != kindOK && o.kind != kindDisconnected && o.kind != kindRefused {
 			errs++
 		}
 	}

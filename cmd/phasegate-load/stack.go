@@ -24,6 +24,7 @@ type stack struct {
 	upstreamURL string
 	pid         int // the gateway's process id; 0 when unknown
 	gatewayLog  *logTail
+	bodyTimeout time.Duration // BODY_READ_TIMEOUT of a gateway started
 	stops       []func()
 }
 
@@ -33,7 +34,7 @@ const startTimeout = 2 * time.Minute
 // startStack builds what it must start, then starts the double and the
 // gateway on free loopback ports. On error, whatever started is stopped.
 func startStack(ctx context.Context, cfg config) (st *stack, err error) {
-	st = &stack{pid: cfg.pid}
+	st = &stack{pid: cfg.pid, bodyTimeout: cfg.bodyTimeout}
 	defer func() {
 		if err != nil {
 			st.close(io.Discard)
@@ -140,7 +141,7 @@ func (st *stack) startGateway(ctx context.Context, bin string) (string, error) {
 	cmd := exec.Command(bin)
 	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "LISTEN_ADDR=127.0.0.1:0", "LOG_LEVEL=info",
 		"OPENAI_BASE_URL=" + st.upstreamURL + "/v1", "OPENAI_API_KEY=sk-load-test",
-		"SHUTDOWN_DRAIN_DELAY=0s", "SHUTDOWN_TIMEOUT=5s"}
+		"SHUTDOWN_DRAIN_DELAY=0s", "SHUTDOWN_TIMEOUT=5s", "BODY_READ_TIMEOUT=" + st.bodyTimeout.String()}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
