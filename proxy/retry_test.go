@@ -107,3 +107,28 @@ func TestE2EModelFallback(t *testing.T) {
 		})
 	}
 }
+
+// TestE2ERetryAfterTooLong: a Retry-After too large for a duration
+// (18446744074 s wraps a nanosecond count) is a wait too long, not an
+// immediate retry: the client gets the upstream's 429 after one call.
+func TestE2ERetryAfterTooLong(t *testing.T) {
+	for _, value := range []string{"18446744074", "184467440737095516160"} {
+		t.Run(value, func(t *testing.T) {
+			t.Parallel()
+			limited := sim.Error(http.StatusTooManyRequests, "slow down", "rate_limit_error", "rate_limited")
+			limited.Header = http.Header{"Retry-After": {value}}
+			good := sim.NewStream(tsModel).Role().Content("retried").Finish("stop").Done().Reply()
+			up, usrv := proxytest.NewServer(t, proxytest.Script(limited, good))
+			cfg := proxy.Config{Providers: []proxy.Provider{{Name: "deepseek", BaseURL: usrv.URL + "/v1"}},
+				Retry: protocol.Retry{Attempts: 2, Base: time.Millisecond, MaxWait: time.Second}}
+			gw := newGateway(t, cfg)
+			resp, got := tsPost(t, gw, "/standard/v1/chat/completions", tsBody(true, ""), nil)
+			if resp.StatusCode != http.StatusTooManyRequests {
+				t.Errorf("status = %d, want the upstream's 429: %s", resp.StatusCode, got)
+			}
+			if n := len(up.Received()); n != 1 {
+				t.Errorf("upstream calls = %d, want 1: a Retry-After past UPSTREAM_RETRY_MAX_WAIT is not waited for", n)
+			}
+		})
+	}
+}
