@@ -24,7 +24,7 @@ var (
 	RateLimitOutcomes = []string{RateAllowed, RateLimited, RateFailedOpen, RateFailedClosed}
 	// ResumeEvents are the values of the event label of
 	// phasegate_resumable_streams_total.
-	ResumeEvents = []string{ResumeStarted, ResumeDegraded, ResumeClientGone, ResumeTooLarge, ResumeReplayed, ResumeCancelled}
+	ResumeEvents = []string{ResumeStarted, ResumeDegraded, ResumeClientGone, ResumeTooLarge, ResumeReplayed, ResumeCancelled, ResumeMemoryFull}
 )
 
 // Features of the shared store.
@@ -57,6 +57,10 @@ const (
 	ResumeReplayed = "replayed"
 	// ResumeCancelled: a stream was cancelled.
 	ResumeCancelled = "cancelled"
+	// ResumeMemoryFull: the events of all streams kept in this process
+	// reached RESUME_MEMORY_BYTES; the stream's later events (or all of
+	// them) were not kept.
+	ResumeMemoryFull = "memory_full"
 )
 
 func newSharedMetrics() sharedMetrics {
@@ -66,7 +70,7 @@ func newSharedMetrics() sharedMetrics {
 		rateLimits: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "phasegate_rate_limit_decisions_total",
 			Help: "Rate limit decisions, by limit and outcome."}, []string{"limit", "outcome"}),
 		resumable: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "phasegate_resumable_streams_total",
-			Help: "Events of resumable streams: started, degraded to a plain stream, client gone, too large, replayed, cancelled."}, []string{"event"}),
+			Help: "Events of resumable streams: started, degraded to a plain stream, client gone, too large, replayed, cancelled, memory full."}, []string{"event"}),
 	}
 }
 

@@ -190,7 +190,7 @@ func New(cfg Config, opts Options) (*Handler, error) {
 		h.limiter = store.NewMemoryLimiter()
 	}
 	if h.streams == nil {
-		h.streams = store.NewMemoryStreams(cfg.Resume.TTL)
+		h.streams = store.NewBoundedMemoryStreams(cfg.Resume.TTL, cfg.Resume.MemoryBytes)
 	}
 	if f, ok := h.streams.(followerCap); ok && f.MaxFollowers() > 0 {
 		h.followers = make(chan struct{}, f.MaxFollowers())

@@ -110,6 +110,7 @@ var settings = []setting{
 	{env: "RESUMABLE_STREAMS", def: "false", kind: kindBool, help: "make every stream resumable, as if it sent X-Phasegate-Resumable: true"},
 	{env: "RESUME_TTL", def: proxy.DefaultResumeTTL.String(), kind: kindDuration, help: "how long the events of a resumable stream are kept after its last"},
 	{env: "RESUME_MAX_BYTES", def: strconv.Itoa(proxy.DefaultResumeMaxBytes), kind: kindInt, min: 1, help: "bound on the events kept of one resumable stream, in bytes; a stream whose client left is ended there"},
+	{env: "RESUME_MEMORY_BYTES", def: strconv.Itoa(proxy.DefaultResumeMemoryBytes), kind: kindInt, min: 1, help: "bound on the events kept of all resumable streams together without Redis, in bytes; past it the logs of ended streams are forgotten first, then streams are served without resume"},
 	{env: "CONTEXT_WINDOW", def: "0", kind: kindInt, help: "context window in tokens of every model, overriding the built-in and configured windows; 0 keeps them"},
 	{env: "HISTORY_WINDOW", def: "0", kind: kindInt, help: "keep at most the last N non-system messages of every history (whole tool-call units); 0 keeps all that fit"},
 	{env: "TOOL_RESULT_MAX_TOKENS", def: "16384", kind: kindInt, help: "when a history does not fit, tool results longer than this are shortened in the middle first; 0 never shortens"},
@@ -931,7 +932,8 @@ func (r *resolver) proxyConfig(o *options) proxy.Config {
 			ProjectTokens:   r.num("RATE_LIMIT_PROJECT_TPM"),
 			FailOpen:        r.boolean("RATE_LIMIT_FAIL_OPEN"),
 		},
-		Resume: proxy.Resume{All: r.boolean("RESUMABLE_STREAMS"), TTL: r.dur("RESUME_TTL"), MaxBytes: int64(r.num("RESUME_MAX_BYTES"))},
+		Resume: proxy.Resume{All: r.boolean("RESUMABLE_STREAMS"), TTL: r.dur("RESUME_TTL"), MaxBytes: int64(r.num("RESUME_MAX_BYTES")),
+			MemoryBytes: int64(r.num("RESUME_MEMORY_BYTES"))},
 	}
 	if pc.MetricsNeedAdminKey = r.boolean("METRICS_REQUIRE_ADMIN_KEY"); pc.MetricsNeedAdminKey && pc.AdminAPIKey == "" {
 		r.bad("METRICS_REQUIRE_ADMIN_KEY", "needs ADMIN_API_KEY: with no admin key, nobody could read /metrics")
