@@ -141,6 +141,8 @@ func (s *RedisStreams) Fail(ctx context.Context, id string, status int, body []b
 // to wait for one when there is none yet, and whether the stream has
 // ended (with no event after those returned).
 func (s *RedisStreams) Read(ctx context.Context, id string, after int, wait time.Duration) ([]Event, bool, error) {
+	ctx, cancel := context.WithTimeout(ctx, max(wait, time.Millisecond)+s.r.timeout)
+	defer cancel()
 	res, err := s.r.blocking.XRead(ctx, &redis.XReadArgs{
 		Streams: []string{streamKey + id, "0-" + strconv.Itoa(after)},
 		Count:   1024,

@@ -22,6 +22,7 @@ import (
 	"github.com/phasegate/phasegate/envelope"
 	"github.com/phasegate/phasegate/protocol"
 	"github.com/phasegate/phasegate/proxy"
+	"github.com/phasegate/phasegate/store"
 	"github.com/phasegate/phasegate/tokens"
 )
 
@@ -102,6 +103,8 @@ var settings = []setting{
 	{env: "THINKING_MEMORY_BYTES", def: strconv.Itoa(16 << 20), kind: kindInt, help: "memory bound of the reasoning_content remembered by tool call id, in bytes"},
 	{env: "THINKING_MEMORY_TTL", def: "1h", kind: kindDuration, help: "how long a remembered reasoning_content is kept"},
 	{env: "REDIS_URL", kind: kindSecret, help: "Redis the replicas share (redis://[user:password@]host:port/db, rediss:// for TLS): remembered reasoning, rate limits and resumable streams; empty keeps them in this process"},
+	{env: "REDIS_TIMEOUT", def: store.DefaultTimeout.String(), kind: kindDuration, help: "bound on each call to Redis a request waits for (its retry included); more than 0"},
+	{env: "REDIS_BREAKER_COOLDOWN", def: store.DefaultBreakerCooldown.String(), kind: kindDuration, help: "after " + strconv.Itoa(store.DefaultBreakerFailures) + " calls in a row that Redis does not answer, how long every call skips Redis (the documented degradation at once) before one call probes it; more than 0"},
 	{env: "RATE_LIMIT_KEY_RPM", def: "0", kind: kindInt, help: "requests per minute of each client key (PHASEGATE_API_KEYS; without client keys, of each bearer token); 0 for no limit"},
 	{env: "RATE_LIMIT_KEY_TPM", def: "0", kind: kindInt, help: "tokens per minute of each client key (the prompt estimate before the call, corrected with the reported usage after); 0 for no limit"},
 	{env: "RATE_LIMIT_PROJECT_RPM", def: "0", kind: kindInt, help: "requests per minute of each project (a key's project, or X-Project-Id); 0 for no limit"},
@@ -577,6 +580,9 @@ type options struct {
 	envelopeRetries int
 	// redisURL, when set, is the Redis the replicas share.
 	redisURL proxy.Secret
+	// redisTimeout and redisCooldown bound the calls to it (see
+	// store.RedisOptions).
+	redisTimeout, redisCooldown time.Duration
 	// sources are the settings' values and where each came from, by
 	// environment name (PORT too, when it gave the address).
 	sources map[string]value
@@ -828,6 +834,15 @@ func (r *resolver) dur(name string) time.Duration {
 	return d
 }
 
+// positiveDur reads a duration that must be more than 0.
+func (r *resolver) positiveDur(name string) time.Duration {
+	d := r.dur(name)
+	if d == 0 {
+		r.bad(name, "must be a duration of more than 0, with a unit: 50ms, 1s")
+	}
+	return d
+}
+
 func (r *resolver) boolean(name string) bool {
 	switch strings.ToLower(strings.TrimSpace(r.v[name].raw)) {
 	case "true", "1", "yes", "on":
@@ -888,6 +903,8 @@ func (r *resolver) options() options {
 		thinkingBytes:   int64(r.num("THINKING_MEMORY_BYTES")),
 		thinkingTTL:     r.dur("THINKING_MEMORY_TTL"),
 		redisURL:        r.redisURL(),
+		redisTimeout:    r.positiveDur("REDIS_TIMEOUT"),
+		redisCooldown:   r.positiveDur("REDIS_BREAKER_COOLDOWN"),
 		defaultProtocol: r.choice("DEFAULT_PROTOCOL"),
 		planTools:       list(v["PLAN_TOOLS"].raw),
 		repeatableTools: list(v["REPEATABLE_TOOLS"].raw),
