@@ -33,7 +33,7 @@ var (
 	// phasegate_redis_breaker_state and phasegate_redis_breaker_transitions_total
 	// (store.BreakerStates spells the same).
 	BreakerStates = []string{"closed", "open", "half_open"}
-	ResumeEvents = []string{ResumeStarted, ResumeDegraded, ResumeClientGone, ResumeTooLarge, ResumeReplayed, ResumeCancelled, ResumeMemoryFull}
+	ResumeEvents  = []string{ResumeStarted, ResumeDegraded, ResumeClientGone, ResumeTooLarge, ResumeReplayed, ResumeCancelled, ResumeMemoryFull}
 )
 
 // Features of the shared store.
