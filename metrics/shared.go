@@ -29,11 +29,11 @@ var (
 	RateLimitOutcomes = []string{RateAllowed, RateLimited, RateFailedOpen, RateFailedClosed}
 	// ResumeEvents are the values of the event label of
 	// phasegate_resumable_streams_total.
+	ResumeEvents = []string{ResumeStarted, ResumeDegraded, ResumeClientGone, ResumeTooLarge, ResumeReplayed, ResumeCancelled, ResumeMemoryFull}
 	// BreakerStates are the values of the state label of
 	// phasegate_redis_breaker_state and phasegate_redis_breaker_transitions_total
 	// (store.BreakerStates spells the same).
 	BreakerStates = []string{"closed", "open", "half_open"}
-	ResumeEvents  = []string{ResumeStarted, ResumeDegraded, ResumeClientGone, ResumeTooLarge, ResumeReplayed, ResumeCancelled, ResumeMemoryFull}
 )
 
 // Features of the shared store.
