@@ -83,6 +83,7 @@ func (s *session) send(ctx context.Context, req *chat.Request, p *Prompt) (*Resp
 			continue
 		}
 		wait, ok := s.retryWait(err, attempt)
+		ok = ok && s.timeLeft(ctx, wait)
 		if !ok {
 			if !s.fallBack(ctx, req, p, err) {
 				return nil, err
@@ -105,7 +106,7 @@ func (s *session) send(ctx context.Context, req *chat.Request, p *Prompt) (*Resp
 // did.
 func (s *session) fallBack(ctx context.Context, req *chat.Request, p *Prompt, err error) bool {
 	fb := s.x.Fallback
-	if fb == nil || s.fellBack != "" || s.wrote || !Classify(err).RetrySafe {
+	if fb == nil || s.fellBack != "" || s.wrote || !Classify(err).RetrySafe || !s.timeLeft(ctx, 0) {
 		return false
 	}
 	// The client's request too: the guard builds its later calls (re-asks)
@@ -128,6 +129,17 @@ func (s *session) fallBack(ctx context.Context, req *chat.Request, p *Prompt, er
 	s.trace(ctx, metrics.Trace{Kind: metrics.TraceModelFallback, Verdict: Classify(err).UpstreamKind, Reason: fb.Model})
 	s.metrics.ModelFallback()
 	return true
+}
+
+// timeLeft reports whether a new upstream call started after wait would
+// still start before the request's deadline and, while the client has no
+// byte yet, before the exchange's FirstByteBy.
+func (s *session) timeLeft(ctx context.Context, wait time.Duration) bool {
+	at := time.Now().Add(wait)
+	if d, ok := ctx.Deadline(); ok && !at.Before(d) {
+		return false
+	}
+	return s.wrote || s.x.FirstByteBy.IsZero() || at.Before(s.x.FirstByteBy)
 }
 
 // retryWait reports whether the failure err of attempt (from 0) may be

@@ -502,6 +502,9 @@ func (c *chatRequest) serve(ctx context.Context) metrics.Outcome {
 	defer release()
 	c.x.Meter = &requestMeter{m: h.metrics, provider: c.provider.Name, model: c.x.Request.Model, label: h.metrics.ModelLabel(c.x.Request.Model),
 		tokens: h.tokens, learn: !c.provider.Simulated, trace: c.trace}
+	if d := h.cfg.Timeouts.FirstByte; d > 0 {
+		c.x.FirstByteBy = c.start.Add(d)
+	}
 	c.x.Upstream = c.upstream(c.provider, out)
 	c.x.Fallback = c.fallback(out)
 	defer func() { _ = out.flush() }() // whatever ended the response
@@ -572,14 +575,16 @@ func (c *chatRequest) sink(ctx context.Context) (sink, context.Context, func()) 
 func (c *chatRequest) upstream(p *Provider, out sink) protocol.Upstream {
 	h := c.h
 	return &timedUpstream{m: h.metrics, provider: p.Name, wait: &c.upstreamWait, trace: c.trace, next: &upstream{
-		propagator: h.propagator,
-		client:     h.client,
-		cfg:        &h.cfg,
-		provider:   p,
-		header:     forwardHeader(c.r.Header),
-		requestID:  c.id,
-		onComment:  func(line []byte) { _ = out.comment(line) },
-		onWait:     func() { _ = out.flush() }, // a failed write fails the next event's
+		propagator:  h.propagator,
+		client:      h.client,
+		cfg:         &h.cfg,
+		provider:    p,
+		header:      forwardHeader(c.r.Header),
+		requestID:   c.id,
+		onComment:   func(line []byte) { _ = out.comment(line) },
+		onWait:      func() { _ = out.flush() }, // a failed write fails the next event's
+		firstByteBy: c.x.FirstByteBy,
+		committed:   out.committed,
 	}}
 }
 
