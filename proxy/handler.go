@@ -546,11 +546,10 @@ func (c *chatRequest) serve(ctx context.Context) metrics.Outcome {
 		// under load these were most of the warn lines.
 		c.log.Info("client closed the stream", "error", err, "duration_ms", millis(time.Since(c.start)))
 	} else {
+		// One ending, as every stream: the in-band error, then [DONE].
 		c.log.Warn("stream failed after start", "error", err, "code", f.Error.Code)
 		out.fail(f.Error)
-	}
-	if errors.Is(err, protocol.ErrShuttingDown) {
-		_ = out.done() // the stream still ends as streams end
+		_ = out.done()
 	}
 	return f.Outcome
 }

@@ -153,6 +153,7 @@ var (
 
 func (s *resumableSink) chunk(data, ext []byte) error {
 	if ext != nil {
+		s.ext = ext
 		data = chat.WithExtension(data, protocol.ExtensionKey, ext)
 	} else {
 		data = bytes.Clone(data)
@@ -190,7 +191,14 @@ func (s *resumableSink) comment(line []byte) error {
 	return nil
 }
 
-func (s *resumableSink) fail(e *chat.Error) { _ = s.event(e.Body(), false); _ = s.flush() }
+func (s *resumableSink) fail(e *chat.Error) {
+	body := e.Body()
+	if s.ext != nil {
+		body = chat.WithExtension(body, protocol.ExtensionKey, s.ext)
+	}
+	_ = s.event(body, false)
+	_ = s.flush()
+}
 
 // event keeps one data event and writes it to the client, if there;
 // chunk tells that data is a chunk, which may carry phase metadata.
