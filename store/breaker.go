@@ -139,20 +139,17 @@ func judge(err error) (failed, counts bool) {
 	switch {
 	case err == nil, errors.Is(err, redis.Nil), errors.As(err, &reply) && !errors.As(err, &ne):
 		return false, true
-	case errors.Is(err, context.Canceled):
+	case errors.Is(err, context.Canceled), errors.Is(err, redis.ErrPoolTimeout):
+		// The caller gave up, or every connection was busy: nothing
+		// said of Redis.
 		return false, false
 	}
 	return true, true
 }
 
 // hook is the go-redis hook of one client: every command and pipeline
-// asks the breaker first, and, when timeout is set, has timeout for the
-// whole call, its retry included (the client is opened with
-// ContextTimeoutEnabled, so the deadline reaches the connection).
-type hook struct {
-	b       *breaker
-	timeout time.Duration
-}
+// asks the breaker first.
+type hook struct{ b *breaker }
 
 func (h hook) DialHook(next redis.DialHook) redis.DialHook { return next }
 
@@ -184,11 +181,6 @@ func (h hook) call(ctx context.Context, cmds []redis.Cmder, next func(context.Co
 			c.SetErr(ErrUnavailable)
 		}
 		return ErrUnavailable
-	}
-	if h.timeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, h.timeout)
-		defer cancel()
 	}
 	err := next(ctx)
 	h.b.done(probe, err)

@@ -49,8 +49,8 @@ type RedisOptions struct {
 	// Followers is how many resumes are followed live at once.
 	// Default DefaultFollowers.
 	Followers int
-	// Timeout bounds each call a request waits for, its retry included
-	// (REDIS_TIMEOUT). Default DefaultTimeout.
+	// Timeout bounds each read and write of a call a request waits for
+	// (REDIS_TIMEOUT); a call is retried once. Default DefaultTimeout.
 	Timeout time.Duration
 	// BreakerFailures is how many calls in a row that Redis does not
 	// answer open the breaker. Default DefaultBreakerFailures.
@@ -98,23 +98,28 @@ func OpenRedisWith(url string, o RedisOptions) (*Redis, error) {
 	o = o.withDefaults()
 	// Short timeouts: a Redis that hangs (rather than refuses) must cost
 	// a request a little time, not all of it; past a few such failures
-	// the breaker skips it altogether. The deadline of each call is its
-	// context's (see hook).
-	opt.ContextTimeoutEnabled = true
+	// the breaker skips it altogether. The bound is on each read and
+	// write, not on the call: a burst of calls waiting for a connection
+	// of the pool is the gateway busy, not Redis failing.
 	opt.DialTimeout = 2 * time.Second
-	opt.ReadTimeout = time.Second
-	opt.WriteTimeout = time.Second
+	opt.ReadTimeout = o.Timeout
+	opt.WriteTimeout = o.Timeout
+	opt.PoolTimeout = time.Second
 	opt.MaxRetries = 1
 	opt.DialerRetries = 1
 	bopt := *opt
+	// A blocking read waits its own wait: Read gives its context that
+	// deadline, plus the timeout.
+	bopt.ContextTimeoutEnabled = true
+	bopt.ReadTimeout = time.Second
 	bopt.PoolSize, bopt.MinIdleConns, bopt.MaxIdleConns = o.Followers, 0, 0
 	// A follower past the pool's size is refused by the proxy before it
 	// asks; this wait only covers a connection being dialled.
 	bopt.PoolTimeout = opt.DialTimeout + time.Second
 	b := newBreaker(o.BreakerFailures, o.BreakerCooldown, o.Observer)
 	r := &Redis{c: redis.NewClient(opt), blocking: redis.NewClient(&bopt), followers: o.Followers, timeout: o.Timeout}
-	r.c.AddHook(hook{b: b, timeout: o.Timeout})
-	r.blocking.AddHook(hook{b: b}) // Read bounds its own wait
+	r.c.AddHook(hook{b: b})
+	r.blocking.AddHook(hook{b: b})
 	return r, nil
 }
 

@@ -103,7 +103,7 @@ var settings = []setting{
 	{env: "THINKING_MEMORY_BYTES", def: strconv.Itoa(16 << 20), kind: kindInt, help: "memory bound of the reasoning_content remembered by tool call id, in bytes"},
 	{env: "THINKING_MEMORY_TTL", def: "1h", kind: kindDuration, help: "how long a remembered reasoning_content is kept"},
 	{env: "REDIS_URL", kind: kindSecret, help: "Redis the replicas share (redis://[user:password@]host:port/db, rediss:// for TLS): remembered reasoning, rate limits and resumable streams; empty keeps them in this process"},
-	{env: "REDIS_TIMEOUT", def: store.DefaultTimeout.String(), kind: kindDuration, help: "bound on each call to Redis a request waits for (its retry included); more than 0"},
+	{env: "REDIS_TIMEOUT", def: store.DefaultTimeout.String(), kind: kindDuration, help: "bound on each read and write of a call to Redis a request waits for (a call is retried once); more than 0"},
 	{env: "REDIS_BREAKER_COOLDOWN", def: store.DefaultBreakerCooldown.String(), kind: kindDuration, help: "after " + strconv.Itoa(store.DefaultBreakerFailures) + " calls in a row that Redis does not answer, how long every call skips Redis (the documented degradation at once) before one call probes it; more than 0"},
 	{env: "RATE_LIMIT_KEY_RPM", def: "0", kind: kindInt, help: "requests per minute of each client key (PHASEGATE_API_KEYS; without client keys, of each bearer token); 0 for no limit"},
 	{env: "RATE_LIMIT_KEY_TPM", def: "0", kind: kindInt, help: "tokens per minute of each client key (the prompt estimate before the call, corrected with the reported usage after); 0 for no limit"},
