@@ -8,6 +8,11 @@ type sharedMetrics struct {
 	storeErrors *prometheus.CounterVec
 	rateLimits  *prometheus.CounterVec
 	resumable   *prometheus.CounterVec
+	// The circuit breaker on Redis: its state (1 on the current one),
+	// the states it entered, and the calls it refused at once.
+	breakerState       *prometheus.GaugeVec
+	breakerTransitions *prometheus.CounterVec
+	breakerRejected    prometheus.Counter
 }
 
 // Label values of the shared state.
@@ -24,7 +29,11 @@ var (
 	RateLimitOutcomes = []string{RateAllowed, RateLimited, RateFailedOpen, RateFailedClosed}
 	// ResumeEvents are the values of the event label of
 	// phasegate_resumable_streams_total.
-	ResumeEvents = []string{ResumeStarted, ResumeDegraded, ResumeClientGone, ResumeTooLarge, ResumeReplayed, ResumeCancelled}
+	ResumeEvents = []string{ResumeStarted, ResumeDegraded, ResumeClientGone, ResumeTooLarge, ResumeReplayed, ResumeCancelled, ResumeMemoryFull}
+	// BreakerStates are the values of the state label of
+	// phasegate_redis_breaker_state and phasegate_redis_breaker_transitions_total
+	// (store.BreakerStates spells the same).
+	BreakerStates = []string{"closed", "open", "half_open"}
 )
 
 // Features of the shared store.
@@ -57,6 +66,10 @@ const (
 	ResumeReplayed = "replayed"
 	// ResumeCancelled: a stream was cancelled.
 	ResumeCancelled = "cancelled"
+	// ResumeMemoryFull: the events of all streams kept in this process
+	// reached RESUME_MEMORY_BYTES; the stream's later events (or all of
+	// them) were not kept.
+	ResumeMemoryFull = "memory_full"
 )
 
 func newSharedMetrics() sharedMetrics {
@@ -66,12 +79,41 @@ func newSharedMetrics() sharedMetrics {
 		rateLimits: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "phasegate_rate_limit_decisions_total",
 			Help: "Rate limit decisions, by limit and outcome."}, []string{"limit", "outcome"}),
 		resumable: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "phasegate_resumable_streams_total",
-			Help: "Events of resumable streams: started, degraded to a plain stream, client gone, too large, replayed, cancelled."}, []string{"event"}),
+			Help: "Events of resumable streams: started, degraded to a plain stream, client gone, too large, replayed, cancelled, memory full."}, []string{"event"}),
+		breakerState: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "phasegate_redis_breaker_state",
+			Help: "State of the circuit breaker on Redis: 1 on the current state (closed, open: Redis skipped, half_open: one call probes it)."}, []string{"state"}),
+		breakerTransitions: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "phasegate_redis_breaker_transitions_total",
+			Help: "States the circuit breaker on Redis entered."}, []string{"state"}),
+		breakerRejected: prometheus.NewCounter(prometheus.CounterOpts{Name: "phasegate_redis_breaker_rejected_total",
+			Help: "Calls to Redis the open circuit breaker failed at once, without waiting on Redis."}),
 	}
 }
 
 func (s sharedMetrics) collectors() []prometheus.Collector {
-	return []prometheus.Collector{s.storeErrors, s.rateLimits, s.resumable}
+	return []prometheus.Collector{s.storeErrors, s.rateLimits, s.resumable, s.breakerState, s.breakerTransitions, s.breakerRejected}
+}
+
+// RedisBreakerState records that the circuit breaker on Redis entered
+// state (one of BreakerStates).
+func (m *Metrics) RedisBreakerState(state string) {
+	if m == nil {
+		return
+	}
+	for _, s := range BreakerStates {
+		v := 0.0
+		if s == state {
+			v = 1
+		}
+		m.shared.breakerState.WithLabelValues(s).Set(v)
+	}
+	m.shared.breakerTransitions.WithLabelValues(state).Inc()
+}
+
+// RedisBreakerRejected counts a call to Redis the open breaker refused.
+func (m *Metrics) RedisBreakerRejected() {
+	if m != nil {
+		m.shared.breakerRejected.Inc()
+	}
 }
 
 func (s sharedMetrics) zero() {
@@ -85,6 +127,10 @@ func (s sharedMetrics) zero() {
 	}
 	for _, e := range ResumeEvents {
 		s.resumable.WithLabelValues(e)
+	}
+	for _, st := range BreakerStates {
+		s.breakerState.WithLabelValues(st)
+		s.breakerTransitions.WithLabelValues(st)
 	}
 }
 

@@ -97,6 +97,13 @@ type Exchange struct {
 	// is sent again with the fallback's model (fitted to its window) to
 	// its upstream, with retries of its own. Nil has none.
 	Fallback *Fallback
+	// FirstByteBy, when set, is when the client must have had its first
+	// byte (the request's start plus UPSTREAM_FIRST_BYTE_TIMEOUT): one
+	// deadline for every attempt, retry and fallback before it, so a
+	// retry or a fallback starts only while time remains, and a dead
+	// upstream holds the client for one first-byte bound, not one per
+	// attempt. The Upstream bounds each call's wait by it too.
+	FirstByteBy time.Time
 }
 
 // Fallback is the model a request falls back to, and the upstream that

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"net/http"
 	"strconv"
@@ -82,6 +83,7 @@ func (s *session) send(ctx context.Context, req *chat.Request, p *Prompt) (*Resp
 			continue
 		}
 		wait, ok := s.retryWait(err, attempt)
+		ok = ok && s.timeLeft(ctx, wait)
 		if !ok {
 			if !s.fallBack(ctx, req, p, err) {
 				return nil, err
@@ -104,7 +106,7 @@ func (s *session) send(ctx context.Context, req *chat.Request, p *Prompt) (*Resp
 // did.
 func (s *session) fallBack(ctx context.Context, req *chat.Request, p *Prompt, err error) bool {
 	fb := s.x.Fallback
-	if fb == nil || s.fellBack != "" || s.wrote || !Classify(err).RetrySafe {
+	if fb == nil || s.fellBack != "" || s.wrote || !Classify(err).RetrySafe || !s.timeLeft(ctx, 0) {
 		return false
 	}
 	// The client's request too: the guard builds its later calls (re-asks)
@@ -127,6 +129,17 @@ func (s *session) fallBack(ctx context.Context, req *chat.Request, p *Prompt, er
 	s.trace(ctx, metrics.Trace{Kind: metrics.TraceModelFallback, Verdict: Classify(err).UpstreamKind, Reason: fb.Model})
 	s.metrics.ModelFallback()
 	return true
+}
+
+// timeLeft reports whether a new upstream call started after wait would
+// still start before the request's deadline and, while the client has no
+// byte yet, before the exchange's FirstByteBy.
+func (s *session) timeLeft(ctx context.Context, wait time.Duration) bool {
+	at := time.Now().Add(wait)
+	if d, ok := ctx.Deadline(); ok && !at.Before(d) {
+		return false
+	}
+	return s.wrote || s.x.FirstByteBy.IsZero() || at.Before(s.x.FirstByteBy)
 }
 
 // retryWait reports whether the failure err of attempt (from 0) may be
@@ -152,13 +165,19 @@ func (s *session) retryWait(err error, attempt int) (time.Duration, bool) {
 	return time.Duration(rand.Int64N(int64(backoff) + 1)), true
 }
 
-// retryAfter reads a Retry-After header: seconds, or an HTTP date.
+// retryAfter reads a Retry-After header: seconds, or an HTTP date. A
+// number of seconds too large for a time.Duration (18446744074, or a
+// hundred digits) is the longest duration, not one that wrapped around to
+// a short or negative wait.
 func retryAfter(h http.Header, now time.Time) (time.Duration, bool) {
 	v := strings.TrimSpace(h.Get("Retry-After"))
 	if v == "" {
 		return 0, false
 	}
-	if n, err := strconv.Atoi(v); err == nil && n >= 0 {
+	if n, err := strconv.ParseUint(v, 10, 64); err == nil || errors.Is(err, strconv.ErrRange) {
+		if err != nil || n > uint64(math.MaxInt64/int64(time.Second)) {
+			return time.Duration(math.MaxInt64), true
+		}
 		return time.Duration(n) * time.Second, true
 	}
 	if t, err := http.ParseTime(v); err == nil {

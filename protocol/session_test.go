@@ -1,6 +1,7 @@
 package protocol
 
 import (
+	"math"
 	"net/http"
 	"testing"
 	"time"
@@ -21,6 +22,11 @@ func TestRetryAfter(t *testing.T) {
 		{"a date in the past", now.Add(-time.Hour).Format(http.TimeFormat), 0, true},
 		{"negative", "-3", 0, false},
 		{"garbage", "soon", 0, false},
+		// Past what a time.Duration holds: the longest wait, never a
+		// product that wrapped around into an immediate retry.
+		{"seconds past a duration", "18446744074", math.MaxInt64, true},
+		{"seconds past a uint64", "184467440737095516160", math.MaxInt64, true},
+		{"the largest seconds a duration holds", "9223372036", 9223372036 * time.Second, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -214,12 +214,19 @@ type Resume struct {
 	// MaxBytes bounds the events kept of one stream; a stream whose
 	// client left is ended there (RESUME_MAX_BYTES). Default 16 MiB.
 	MaxBytes int64
+	// MemoryBytes bounds the events kept of all streams together when
+	// they are kept in this process (RESUME_MEMORY_BYTES): past it, the
+	// logs of streams that ended are forgotten first, then a stream is
+	// served without resume, or its later events are not kept. Default
+	// 256 MiB.
+	MemoryBytes int64
 }
 
 // Defaults of Resume.
 const (
-	DefaultResumeTTL      = 10 * time.Minute
-	DefaultResumeMaxBytes = 16 << 20
+	DefaultResumeTTL         = 10 * time.Minute
+	DefaultResumeMaxBytes    = 16 << 20
+	DefaultResumeMemoryBytes = 256 << 20
 )
 
 // Retry is DefaultRetry with attempts new calls and waits of at most
@@ -282,6 +289,9 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.Resume.MaxBytes == 0 {
 		c.Resume.MaxBytes = DefaultResumeMaxBytes
+	}
+	if c.Resume.MemoryBytes == 0 {
+		c.Resume.MemoryBytes = DefaultResumeMemoryBytes
 	}
 	return c
 }
@@ -355,8 +365,8 @@ func (c Config) Validate() error {
 			bad("%s must not be negative", name)
 		}
 	}
-	if c.Resume.TTL < 0 || c.Resume.MaxBytes < 0 {
-		bad("RESUME_TTL and RESUME_MAX_BYTES must not be negative")
+	if c.Resume.TTL < 0 || c.Resume.MaxBytes < 0 || c.Resume.MemoryBytes < 0 {
+		bad("RESUME_TTL, RESUME_MAX_BYTES and RESUME_MEMORY_BYTES must not be negative")
 	}
 	if c.Retry.Attempts < 0 {
 		bad("UPSTREAM_RETRIES must not be negative")

@@ -210,7 +210,7 @@ func New(cfg Config, opts Options) (*Handler, error) {
 		h.limiter = store.NewMemoryLimiter()
 	}
 	if h.streams == nil {
-		h.streams = store.NewMemoryStreams(cfg.Resume.TTL)
+		h.streams = store.NewBoundedMemoryStreams(cfg.Resume.TTL, cfg.Resume.MemoryBytes)
 	}
 	if f, ok := h.streams.(followerCap); ok && f.MaxFollowers() > 0 {
 		h.followers = make(chan struct{}, f.MaxFollowers())
@@ -535,6 +535,9 @@ func (c *chatRequest) serve(ctx context.Context) metrics.Outcome {
 	defer release()
 	c.x.Meter = &requestMeter{m: h.metrics, provider: c.provider.Name, model: c.x.Request.Model, label: h.metrics.ModelLabel(c.x.Request.Model),
 		tokens: h.tokens, learn: !c.provider.Simulated, trace: c.trace}
+	if d := h.cfg.Timeouts.FirstByte; d > 0 {
+		c.x.FirstByteBy = c.start.Add(d)
+	}
 	c.x.Upstream = c.upstream(c.provider, out)
 	c.x.Fallback = c.fallback(out)
 	defer func() { _ = out.flush() }() // whatever ended the response
@@ -576,11 +579,10 @@ func (c *chatRequest) serve(ctx context.Context) metrics.Outcome {
 		// under load these were most of the warn lines.
 		c.log.Info("client closed the stream", "error", err, "duration_ms", millis(time.Since(c.start)))
 	} else {
+		// One ending, as every stream: the in-band error, then [DONE].
 		c.log.Warn("stream failed after start", "error", err, "code", f.Error.Code)
 		out.fail(redactedError(f.Error, c.h.redactor))
-	}
-	if errors.Is(err, protocol.ErrShuttingDown) {
-		_ = out.done() // the stream still ends as streams end
+		_ = out.done()
 	}
 	return f.Outcome
 }
@@ -605,14 +607,16 @@ func (c *chatRequest) sink(ctx context.Context) (sink, context.Context, func()) 
 func (c *chatRequest) upstream(p *Provider, out sink) protocol.Upstream {
 	h := c.h
 	return &timedUpstream{m: h.metrics, provider: p.Name, wait: &c.upstreamWait, trace: c.trace, next: &upstream{
-		propagator: h.propagator,
-		client:     h.client,
-		cfg:        &h.cfg,
-		provider:   p,
-		header:     forwardHeader(c.r.Header),
-		requestID:  c.id,
-		onComment:  func(line []byte) { _ = out.comment(h.redactor.Bytes(line)) },
-		onWait:     func() { _ = out.flush() }, // a failed write fails the next event's
+		propagator:  h.propagator,
+		client:      h.client,
+		cfg:         &h.cfg,
+		provider:    p,
+		header:      forwardHeader(c.r.Header),
+		requestID:   c.id,
+		onComment:   func(line []byte) { _ = out.comment(h.redactor.Bytes(line)) },
+		onWait:      func() { _ = out.flush() }, // a failed write fails the next event's
+		firstByteBy: c.x.FirstByteBy,
+		committed:   out.committed,
 	}}
 }
 

@@ -34,6 +34,9 @@ type sink interface {
 type streamSink struct {
 	w       *sseWriter
 	pending http.Header
+	// ext is the phase metadata of the last chunk the guard wrote, for
+	// the in-band error of a stream that fails after it.
+	ext []byte
 }
 
 func (s *streamSink) header(h http.Header) { s.pending = h }
@@ -47,6 +50,7 @@ func (s *streamSink) open() {
 func (s *streamSink) chunk(data, ext []byte) error {
 	s.open()
 	if ext != nil {
+		s.ext = ext
 		return s.w.dataExt(data, ext)
 	}
 	return s.w.data(data)
@@ -62,7 +66,14 @@ func (s *streamSink) comment(line []byte) error { s.open(); return s.w.comment(l
 func (s *streamSink) finish() error             { return s.w.flush() }
 func (s *streamSink) flush() error              { return s.w.flush() }
 func (s *streamSink) committed() bool           { return s.w.started }
-func (s *streamSink) fail(e *chat.Error)        { _ = s.w.data(e.Body()); _ = s.w.flush() }
+func (s *streamSink) fail(e *chat.Error) {
+	if s.ext != nil {
+		_ = s.w.dataExt(e.Body(), s.ext)
+	} else {
+		_ = s.w.data(e.Body())
+	}
+	_ = s.w.flush()
+}
 
 // jsonSink assembles the chunks of a guarded stream into one
 // chat.completion for a client that did not ask to stream.

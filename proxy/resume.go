@@ -65,9 +65,13 @@ func (c *chatRequest) startResumable(ctx context.Context, out *streamSink) (sink
 	key := h.streamKey(c.r, c.id)
 	if err := h.streams.Start(ctx, key, h.owner(c.r)); err != nil {
 		h.metrics.Resumable(metrics.ResumeDegraded)
-		if errors.Is(err, store.ErrExists) {
+		switch {
+		case errors.Is(err, store.ErrExists):
 			c.log.Info("stream served without resume: its X-Request-Id already names a resumable stream")
-		} else {
+		case errors.Is(err, store.ErrFull):
+			h.metrics.Resumable(metrics.ResumeMemoryFull)
+			c.log.Warn("stream served without resume: the events kept of resumable streams reached RESUME_MEMORY_BYTES")
+		default:
 			h.metrics.StoreFailed(metrics.StoreResume)
 			c.log.Warn("shared store failed; stream served without resume", "error", err)
 		}
@@ -161,6 +165,7 @@ var (
 
 func (s *resumableSink) chunk(data, ext []byte) error {
 	if ext != nil {
+		s.ext = ext
 		data = chat.WithExtension(data, protocol.ExtensionKey, ext)
 	} else {
 		data = bytes.Clone(data)
@@ -198,7 +203,14 @@ func (s *resumableSink) comment(line []byte) error {
 	return nil
 }
 
-func (s *resumableSink) fail(e *chat.Error) { _ = s.event(e.Body(), false); _ = s.flush() }
+func (s *resumableSink) fail(e *chat.Error) {
+	body := e.Body()
+	if s.ext != nil {
+		body = chat.WithExtension(body, protocol.ExtensionKey, s.ext)
+	}
+	_ = s.event(body, false)
+	_ = s.flush()
+}
 
 // event keeps one data event and writes it to the client, if there;
 // chunk tells that data is a chunk, which may carry phase metadata.
@@ -271,6 +283,10 @@ type eventRecorder struct {
 	phase int
 	// full reports that an event was not kept: RESUME_MAX_BYTES.
 	full bool
+	// lost, when set, is why some events were not kept, other than a
+	// store that failed (errResumeIncomplete): the in-band error the log
+	// ends with.
+	lost *chat.Error
 	// failStatus and failBody are the error of a stream that failed
 	// before its first event (see failed).
 	failStatus int
@@ -339,8 +355,15 @@ func (r *eventRecorder) run() {
 		}
 		pending = append(pending, batch...)
 		start := time.Now()
-		if r.append(ctx, pending, false) {
+		err := r.append(ctx, pending, false)
+		if err == nil {
 			pending, failingSince = pending[:0], time.Time{}
+			continue
+		}
+		if errors.Is(err, store.ErrFull) {
+			broken, r.lost = true, errResumeMemoryFull
+			r.h.metrics.Resumable(metrics.ResumeMemoryFull)
+			r.log.Warn("the events kept of resumable streams reached RESUME_MEMORY_BYTES; the rest of this stream cannot be resumed")
 			continue
 		}
 		if failingSince.IsZero() {
@@ -372,17 +395,29 @@ func (r *eventRecorder) run() {
 		if r.appendRetrying(ctx, pending, true, failingSince.Add(storeRetryFor)) {
 			return
 		}
-		r.gaveUp()
+		if r.lost == nil {
+			r.gaveUp()
+		}
 	}
 	// The log misses events: it ends with an error after those it has.
+	lost := r.lost
+	if lost == nil {
+		lost = errResumeIncomplete
+	}
 	r.n++
-	r.appendRetrying(ctx, []store.Event{{N: r.n, Data: errResumeIncomplete.Body()}}, true, time.Now().Add(storeRetryFor))
+	r.appendRetrying(ctx, []store.Event{{N: r.n, Data: lost.Body()}}, true, time.Now().Add(storeRetryFor))
 }
 
 // errResumeIncomplete is the in-band error a resume ends with when the
 // store failed to take some of the stream's events.
 var errResumeIncomplete = &chat.Error{Status: http.StatusServiceUnavailable, Type: chat.TypeServer, Code: "resume_incomplete",
 	Message: "the shared store failed while this stream was recorded; its later events were not kept, so this resume ends here"}
+
+// errResumeMemoryFull is the in-band error a resume ends with when the
+// events of all streams kept in this process reached RESUME_MEMORY_BYTES
+// while this one was recorded.
+var errResumeMemoryFull = &chat.Error{Status: http.StatusInsufficientStorage, Type: chat.TypeServer, Code: "resume_memory_full",
+	Message: "the gateway's memory for resumable streams was full (RESUME_MEMORY_BYTES); this stream's later events were not kept, so this resume ends here"}
 
 // storeRetryFor is how long the recorder sends again what the store failed
 // to take before it gives up, and then how long it tries to store the
@@ -396,11 +431,20 @@ func (r *eventRecorder) gaveUp() {
 }
 
 // appendRetrying stores batch, sending it again after a failure until
-// deadline; true when it was stored.
+// deadline; true when it was stored. A store that is full is not asked
+// again.
 func (r *eventRecorder) appendRetrying(ctx context.Context, batch []store.Event, end bool, deadline time.Time) bool {
 	for {
-		if r.append(ctx, batch, end) {
+		err := r.append(ctx, batch, end)
+		if err == nil {
 			return true
+		}
+		if errors.Is(err, store.ErrFull) {
+			if r.lost == nil {
+				r.lost = errResumeMemoryFull
+				r.h.metrics.Resumable(metrics.ResumeMemoryFull)
+			}
+			return false
 		}
 		if time.Now().After(deadline) {
 			return false
@@ -438,13 +482,13 @@ func (r *eventRecorder) collect(batch []store.Event) []store.Event {
 	return batch
 }
 
-// append stores a batch; true when it was stored.
-func (r *eventRecorder) append(ctx context.Context, batch []store.Event, end bool) bool {
-	if err := r.h.streams.Append(ctx, r.id, batch, end); err != nil {
+// append stores a batch.
+func (r *eventRecorder) append(ctx context.Context, batch []store.Event, end bool) error {
+	err := r.h.streams.Append(ctx, r.id, batch, end)
+	if err != nil && !errors.Is(err, store.ErrFull) {
 		r.log.Debug("shared store failed to take events; they are sent again", "events", len(batch), "error", err)
-		return false
 	}
-	return true
+	return err
 }
 
 var phaseIndexKey = []byte(`"phase_index":`)

@@ -3,8 +3,11 @@ package proxy_test
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -105,5 +108,96 @@ func TestE2EModelFallback(t *testing.T) {
 				t.Errorf("the backup got %d calls; want one for gpt-backup with the gateway's own key", len(b))
 			}
 		})
+	}
+}
+
+// TestE2ERetryAfterTooLong: a Retry-After too large for a duration
+// (18446744074 s wraps a nanosecond count) is a wait too long, not an
+// immediate retry: the client gets the upstream's 429 after one call.
+func TestE2ERetryAfterTooLong(t *testing.T) {
+	for _, value := range []string{"18446744074", "184467440737095516160"} {
+		t.Run(value, func(t *testing.T) {
+			t.Parallel()
+			limited := sim.Error(http.StatusTooManyRequests, "slow down", "rate_limit_error", "rate_limited")
+			limited.Header = http.Header{"Retry-After": {value}}
+			good := sim.NewStream(tsModel).Role().Content("retried").Finish("stop").Done().Reply()
+			up, usrv := proxytest.NewServer(t, proxytest.Script(limited, good))
+			cfg := proxy.Config{Providers: []proxy.Provider{{Name: "deepseek", BaseURL: usrv.URL + "/v1"}},
+				Retry: protocol.Retry{Attempts: 2, Base: time.Millisecond, MaxWait: time.Second}}
+			gw := newGateway(t, cfg)
+			resp, got := tsPost(t, gw, "/standard/v1/chat/completions", tsBody(true, ""), nil)
+			if resp.StatusCode != http.StatusTooManyRequests {
+				t.Errorf("status = %d, want the upstream's 429: %s", resp.StatusCode, got)
+			}
+			if n := len(up.Received()); n != 1 {
+				t.Errorf("upstream calls = %d, want 1: a Retry-After past UPSTREAM_RETRY_MAX_WAIT is not waited for", n)
+			}
+		})
+	}
+}
+
+// deadUpstream accepts requests and never answers them; it counts them.
+func deadUpstream(t *testing.T) (*httptest.Server, *atomic.Int32) {
+	var n atomic.Int32
+	quit := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n.Add(1)
+		_, _ = io.Copy(io.Discard, r.Body) // so that the server sees the gateway hang up
+		select {
+		case <-r.Context().Done(): // the gateway gave up
+		case <-quit:
+		}
+	}))
+	t.Cleanup(func() { close(quit); srv.Close() })
+	return srv, &n
+}
+
+// TestE2EOneFirstByteDeadline: an upstream that accepts and never answers,
+// with retries and a fallback as dead: the first-byte bound is the
+// request's, not each attempt's, so the client gets its 504 after one
+// call, not after a call, its retries, the fallback and its retries.
+func TestE2EOneFirstByteDeadline(t *testing.T) {
+	for _, route := range []string{"/standard/v1/chat/completions", "/two-stage/v1/chat/completions"} {
+		for _, stream := range []bool{true, false} {
+			t.Run(fmt.Sprintf("%s stream=%v", route, stream), func(t *testing.T) {
+				t.Parallel()
+				dead, calls := deadUpstream(t)
+				backup, backupCalls := deadUpstream(t)
+				cfg := proxy.Config{
+					Providers: []proxy.Provider{{Name: "deepseek", BaseURL: dead.URL + "/v1"}, {Name: "openai", BaseURL: backup.URL + "/v1", APIKey: "sk-backup-0123456789"}},
+					Retry:     protocol.Retry{Attempts: 2, Base: time.Millisecond, MaxWait: time.Second},
+					Timeouts:  proxy.Timeouts{FirstByte: 300 * time.Millisecond},
+					Fallbacks: []proxy.Fallback{{Pattern: "deepseek-*", Model: "gpt-backup"}}}
+				gw := serveGateway(t, cfg, proxy.Options{TwoStage: protocol.NewTwoStage(protocol.TwoStageConfig{}, nil)})
+				resp, got := tsPost(t, gw, route, tsBody(stream, ""), nil)
+				if resp.StatusCode != http.StatusGatewayTimeout || !strings.Contains(string(got), `"code":"upstream_timeout"`) {
+					t.Errorf("status = %d %s, want 504 upstream_timeout", resp.StatusCode, got)
+				}
+				if n, m := calls.Load(), backupCalls.Load(); n != 1 || m != 0 {
+					t.Errorf("calls = %d to the model, %d to its fallback; want 1 and 0: no time is left after a first-byte timeout", n, m)
+				}
+			})
+		}
+	}
+}
+
+// TestE2ERetryWithinFirstByteDeadline: a failure that leaves time (a
+// 503 at once) is still retried and falls back within the deadline.
+func TestE2ERetryWithinFirstByteDeadline(t *testing.T) {
+	busy := sim.Error(http.StatusServiceUnavailable, "overloaded", "server_error", "overloaded")
+	down, dsrv := proxytest.NewServer(t, proxytest.Script(busy, busy, busy))
+	backup, bsrv := proxytest.NewServer(t, proxytest.Script(sim.NewStream("gpt-backup").Role().Content("from the backup").Finish("stop").Done().Reply()))
+	cfg := proxy.Config{
+		Providers: []proxy.Provider{{Name: "deepseek", BaseURL: dsrv.URL + "/v1"}, {Name: "openai", BaseURL: bsrv.URL + "/v1", APIKey: "sk-backup-0123456789"}},
+		Retry:     protocol.Retry{Attempts: 2, Base: time.Millisecond, MaxWait: time.Second},
+		Timeouts:  proxy.Timeouts{FirstByte: time.Minute},
+		Fallbacks: []proxy.Fallback{{Pattern: "deepseek-*", Model: "gpt-backup"}}}
+	gw := newGateway(t, cfg)
+	resp, got := tsPost(t, gw, "/standard/v1/chat/completions", tsBody(true, ""), nil)
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(got), "from the backup") {
+		t.Errorf("status = %d %s, want the backup's answer", resp.StatusCode, got)
+	}
+	if n, m := len(down.Received()), len(backup.Received()); n != 3 || m != 1 {
+		t.Errorf("calls = %d to the model, %d to its fallback; want 3 and 1", n, m)
 	}
 }

@@ -211,6 +211,14 @@ func TestStreamEndings(t *testing.T) {
 			}
 			got := dataOf(readSSE(t, resp.Body)) // fails unless the body ends cleanly
 			var gotCode string
+			if tt.wantCode != "" {
+				// A failure ends as every stream: its error, then [DONE].
+				if n := len(got); n == 0 || got[n-1] != "[DONE]" {
+					t.Errorf("a failed stream ends with %q, want [DONE] after its error", got)
+				} else {
+					got = got[:n-1]
+				}
+			}
 			if n := len(got); n > 0 && strings.HasPrefix(got[n-1], `{"error":`) {
 				var e struct {
 					Error map[string]any `json:"error"`

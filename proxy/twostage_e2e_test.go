@@ -912,8 +912,8 @@ func TestE2EInvalidUpstreamAnswer(t *testing.T) {
 					t.Fatalf("status = %d, want 200 (bytes were sent)", resp.StatusCode)
 				}
 				data := tsData(t, got)
-				if len(data) == 0 || json.Unmarshal([]byte(data[len(data)-1]), &e) != nil {
-					t.Fatalf("last event is not an error: %q", data)
+				if len(data) < 2 || data[len(data)-1] != "[DONE]" || json.Unmarshal([]byte(data[len(data)-2]), &e) != nil {
+					t.Fatalf("the stream does not end with an error, then [DONE]: %q", data)
 				}
 			} else {
 				if resp.StatusCode != http.StatusBadGateway {

@@ -56,6 +56,12 @@ type upstream struct {
 	// makes because it holds no complete event. The client's writes
 	// gathered so far are flushed then.
 	onWait func()
+	// firstByteBy, when set, is the request's one first-byte deadline
+	// (protocol.Exchange.FirstByteBy): until committed reports that the
+	// client has its first byte, a call waits for its own first byte no
+	// later than that.
+	firstByteBy time.Time
+	committed   func() bool
 	// propagator, when set, writes the trace context of the call's span
 	// (in ctx) into its headers, in place of the client's.
 	propagator propagation.TextMapPropagator
@@ -79,13 +85,19 @@ func (u *upstream) Send(ctx context.Context, req *chat.Request) (*protocol.Respo
 
 	// Streams get a watchdog: the first-byte bound until the first event,
 	// then the idle bound, reset per event. Firing cancels the request,
-	// which unblocks the body read with the cause.
+	// which unblocks the body read with the cause. Other answers get the
+	// first-byte bound until their headers.
+	firstByte, ok := u.firstByte()
+	if !ok {
+		return nil, fmt.Errorf("upstream: no time left before the first byte: %w", ErrFirstByteTimeout)
+	}
 	ctx, cancel := context.WithCancelCause(ctx)
 	hreq = hreq.WithContext(ctx)
-	var wd *watchdog
+	idle := time.Duration(0)
 	if req.Stream {
-		wd = newWatchdog(u.cfg.Timeouts.FirstByte, u.cfg.Timeouts.Idle, cancel)
+		idle = u.cfg.Timeouts.Idle
 	}
+	wd := newWatchdog(firstByte, idle, cancel)
 	stop := func() {
 		wd.stop()
 		cancel(context.Canceled)
@@ -95,6 +107,9 @@ func (u *upstream) Send(ctx context.Context, req *chat.Request) (*protocol.Respo
 		u.onWait()
 	}
 	resp, err := u.client.Do(hreq)
+	if !req.Stream {
+		wd.pause() // the headers came: the body is REQUEST_TIMEOUT's
+	}
 	if err != nil {
 		// Classify before stop: stopping cancels ctx, and a cancelled ctx
 		// reads as a client that left.
@@ -139,6 +154,24 @@ func (u *upstream) Send(ctx context.Context, req *chat.Request) (*protocol.Respo
 	}
 	out.Events = u.events(ctx, body2, wd, &ended)
 	return out, nil
+}
+
+// firstByte is how long this call may wait for its first byte: the
+// first-byte timeout, or what is left of the request's one first-byte
+// deadline while the client has no byte yet; false when nothing is left.
+func (u *upstream) firstByte() (time.Duration, bool) {
+	d := u.cfg.Timeouts.FirstByte
+	if u.firstByteBy.IsZero() || (u.committed != nil && u.committed()) {
+		return d, true
+	}
+	left := time.Until(u.firstByteBy)
+	if left <= 0 {
+		return 0, false
+	}
+	if d <= 0 || left < d {
+		d = left
+	}
+	return d, true
 }
 
 // drain reads what is left of a finished body, at most 64 KiB and for at

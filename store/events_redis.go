@@ -141,6 +141,8 @@ func (s *RedisStreams) Fail(ctx context.Context, id string, status int, body []b
 // to wait for one when there is none yet, and whether the stream has
 // ended (with no event after those returned).
 func (s *RedisStreams) Read(ctx context.Context, id string, after int, wait time.Duration) ([]Event, bool, error) {
+	ctx, cancel := context.WithTimeout(ctx, max(wait, time.Millisecond)+s.r.timeout)
+	defer cancel()
 	res, err := s.r.blocking.XRead(ctx, &redis.XReadArgs{
 		Streams: []string{streamKey + id, "0-" + strconv.Itoa(after)},
 		Count:   1024,
@@ -194,23 +196,30 @@ func (s *RedisStreams) Info(ctx context.Context, id string) (StreamInfo, error) 
 	return info, nil
 }
 
-// Cancel marks stream id cancelled and tells every replica that watches.
+// cancelScript marks the stream of KEYS[1] cancelled and tells every
+// replica, unless it ended: a stream that finished stays whole for its
+// replays. It returns -1 for a stream it does not hold.
+var cancelScript = redis.NewScript(`
+if redis.call('EXISTS', KEYS[1]) == 0 then
+  return -1
+end
+if redis.call('HGET', KEYS[1], 'ended') == '1' then
+  return 0
+end
+redis.call('HSET', KEYS[1], 'cancelled', '1')
+redis.call('PUBLISH', ARGV[1], ARGV[2])
+return 1
+`)
+
+// Cancel marks stream id cancelled and tells every replica that watches,
+// unless it ended already.
 func (s *RedisStreams) Cancel(ctx context.Context, id string) error {
-	info := streamInfoKey + id
-	n, err := s.r.c.Exists(ctx, info).Result()
+	n, err := cancelScript.Run(ctx, s.r.c, []string{streamInfoKey + id}, cancelChannel, id).Int()
 	if err != nil {
 		return fmt.Errorf("cancel stream: %w", err)
 	}
-	if n == 0 {
+	if n < 0 {
 		return ErrNotFound
-	}
-	_, err = s.r.c.TxPipelined(ctx, func(p redis.Pipeliner) error {
-		p.HSet(ctx, info, "cancelled", "1")
-		p.Publish(ctx, cancelChannel, id)
-		return nil
-	})
-	if err != nil {
-		return fmt.Errorf("cancel stream: %w", err)
 	}
 	return nil
 }

@@ -28,11 +28,40 @@ type Redis struct {
 	// short calls (rate limits, appends, reasoning) of c.
 	blocking  *redis.Client
 	followers int
+	// timeout bounds each call of c, and what a blocking read waits past
+	// its own wait.
+	timeout time.Duration
 }
 
 // DefaultFollowers is how many resumes one replica follows live at once
 // (a Redis connection each) unless OpenRedisFollowers says otherwise.
 const DefaultFollowers = 256
+
+// Defaults of RedisOptions.
+const (
+	DefaultTimeout         = 100 * time.Millisecond
+	DefaultBreakerFailures = 3
+	DefaultBreakerCooldown = 5 * time.Second
+)
+
+// RedisOptions are the bounds of the calls to Redis.
+type RedisOptions struct {
+	// Followers is how many resumes are followed live at once.
+	// Default DefaultFollowers.
+	Followers int
+	// Timeout bounds each read and write of a call a request waits for
+	// (REDIS_TIMEOUT); a call is retried once. Default DefaultTimeout.
+	Timeout time.Duration
+	// BreakerFailures is how many calls in a row that Redis does not
+	// answer open the breaker. Default DefaultBreakerFailures.
+	BreakerFailures int
+	// BreakerCooldown is how long the open breaker fails every call at
+	// once before one call probes Redis (REDIS_BREAKER_COOLDOWN).
+	// Default DefaultBreakerCooldown.
+	BreakerCooldown time.Duration
+	// Observer, when set, is told what the breaker does.
+	Observer BreakerObserver
+}
 
 func init() {
 	// go-redis logs its own retries (a pub/sub reconnecting, a pool that
@@ -50,30 +79,64 @@ func (debugLog) Printf(ctx context.Context, format string, v ...any) {
 // OpenRedis connects to the Redis of url (redis://[user:password@]host:port/db
 // or rediss:// for TLS). A Redis that does not answer yet is not an
 // error: the features that use it degrade until it does.
-func OpenRedis(url string) (*Redis, error) { return OpenRedisFollowers(url, DefaultFollowers) }
+func OpenRedis(url string) (*Redis, error) { return OpenRedisWith(url, RedisOptions{}) }
 
 // OpenRedisFollowers is OpenRedis with at most followers resumes followed
 // live at once.
 func OpenRedisFollowers(url string, followers int) (*Redis, error) {
+	return OpenRedisWith(url, RedisOptions{Followers: followers})
+}
+
+// OpenRedisWith is OpenRedis with the bounds of o.
+func OpenRedisWith(url string, o RedisOptions) (*Redis, error) {
 	opt, err := redis.ParseURL(url)
 	if err != nil {
 		// The URL may hold a password: the parser's message is not
 		// repeated.
 		return nil, errors.New("REDIS_URL is not a redis:// or rediss:// URL")
 	}
-	// Short timeouts: a Redis that hangs must cost a request a little
-	// time, not all of it.
+	o = o.withDefaults()
+	// Short timeouts: a Redis that hangs (rather than refuses) must cost
+	// a request a little time, not all of it; past a few such failures
+	// the breaker skips it altogether. The bound is on each read and
+	// write, not on the call: a burst of calls waiting for a connection
+	// of the pool is the gateway busy, not Redis failing.
 	opt.DialTimeout = 2 * time.Second
-	opt.ReadTimeout = time.Second
-	opt.WriteTimeout = time.Second
+	opt.ReadTimeout = o.Timeout
+	opt.WriteTimeout = o.Timeout
+	opt.PoolTimeout = time.Second
 	opt.MaxRetries = 1
 	opt.DialerRetries = 1
 	bopt := *opt
-	bopt.PoolSize, bopt.MinIdleConns, bopt.MaxIdleConns = followers, 0, 0
+	// A blocking read waits its own wait: Read gives its context that
+	// deadline, plus the timeout.
+	bopt.ContextTimeoutEnabled = true
+	bopt.ReadTimeout = time.Second
+	bopt.PoolSize, bopt.MinIdleConns, bopt.MaxIdleConns = o.Followers, 0, 0
 	// A follower past the pool's size is refused by the proxy before it
 	// asks; this wait only covers a connection being dialled.
 	bopt.PoolTimeout = opt.DialTimeout + time.Second
-	return &Redis{c: redis.NewClient(opt), blocking: redis.NewClient(&bopt), followers: followers}, nil
+	b := newBreaker(o.BreakerFailures, o.BreakerCooldown, o.Observer)
+	r := &Redis{c: redis.NewClient(opt), blocking: redis.NewClient(&bopt), followers: o.Followers, timeout: o.Timeout}
+	r.c.AddHook(hook{b: b})
+	r.blocking.AddHook(hook{b: b})
+	return r, nil
+}
+
+func (o RedisOptions) withDefaults() RedisOptions {
+	if o.Followers <= 0 {
+		o.Followers = DefaultFollowers
+	}
+	if o.Timeout <= 0 {
+		o.Timeout = DefaultTimeout
+	}
+	if o.BreakerFailures <= 0 {
+		o.BreakerFailures = DefaultBreakerFailures
+	}
+	if o.BreakerCooldown <= 0 {
+		o.BreakerCooldown = DefaultBreakerCooldown
+	}
+	return o
 }
 
 // Ping checks that Redis answers.

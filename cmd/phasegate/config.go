@@ -23,6 +23,7 @@ import (
 	"github.com/phasegate/phasegate/internal/redact"
 	"github.com/phasegate/phasegate/protocol"
 	"github.com/phasegate/phasegate/proxy"
+	"github.com/phasegate/phasegate/store"
 	"github.com/phasegate/phasegate/tokens"
 )
 
@@ -103,6 +104,8 @@ var settings = []setting{
 	{env: "THINKING_MEMORY_BYTES", def: strconv.Itoa(16 << 20), kind: kindInt, help: "memory bound of the reasoning_content remembered by tool call id, in bytes"},
 	{env: "THINKING_MEMORY_TTL", def: "1h", kind: kindDuration, help: "how long a remembered reasoning_content is kept"},
 	{env: "REDIS_URL", kind: kindSecret, help: "Redis the replicas share (redis://[user:password@]host:port/db, rediss:// for TLS): remembered reasoning, rate limits and resumable streams; empty keeps them in this process"},
+	{env: "REDIS_TIMEOUT", def: store.DefaultTimeout.String(), kind: kindDuration, help: "bound on each read and write of a call to Redis a request waits for (a call is retried once); more than 0"},
+	{env: "REDIS_BREAKER_COOLDOWN", def: store.DefaultBreakerCooldown.String(), kind: kindDuration, help: "after " + strconv.Itoa(store.DefaultBreakerFailures) + " calls in a row that Redis does not answer, how long every call skips Redis (the documented degradation at once) before one call probes it; more than 0"},
 	{env: "RATE_LIMIT_KEY_RPM", def: "0", kind: kindInt, help: "requests per minute of each client key (PHASEGATE_API_KEYS; without client keys, of each bearer token); 0 for no limit"},
 	{env: "RATE_LIMIT_KEY_TPM", def: "0", kind: kindInt, help: "tokens per minute of each client key (the prompt estimate before the call, corrected with the reported usage after); 0 for no limit"},
 	{env: "RATE_LIMIT_PROJECT_RPM", def: "0", kind: kindInt, help: "requests per minute of each project (with client keys, the key's project; without, X-Project-Id); 0 for no limit"},
@@ -114,6 +117,7 @@ var settings = []setting{
 	{env: "RESUMABLE_STREAMS", def: "false", kind: kindBool, help: "make every stream resumable, as if it sent X-Phasegate-Resumable: true"},
 	{env: "RESUME_TTL", def: proxy.DefaultResumeTTL.String(), kind: kindDuration, help: "how long the events of a resumable stream are kept after its last"},
 	{env: "RESUME_MAX_BYTES", def: strconv.Itoa(proxy.DefaultResumeMaxBytes), kind: kindInt, min: 1, help: "bound on the events kept of one resumable stream, in bytes; a stream whose client left is ended there"},
+	{env: "RESUME_MEMORY_BYTES", def: strconv.Itoa(proxy.DefaultResumeMemoryBytes), kind: kindInt, min: 1, help: "bound on the events kept of all resumable streams together without Redis, in bytes; past it the logs of ended streams are forgotten first, then streams are served without resume"},
 	{env: "CONTEXT_WINDOW", def: "0", kind: kindInt, help: "context window in tokens of every model, overriding the built-in and configured windows; 0 keeps them"},
 	{env: "HISTORY_WINDOW", def: "0", kind: kindInt, help: "keep at most the last N non-system messages of every history (whole tool-call units); 0 keeps all that fit"},
 	{env: "TOOL_RESULT_MAX_TOKENS", def: "16384", kind: kindInt, help: "when a history does not fit, tool results longer than this are shortened in the middle first; 0 never shortens"},
@@ -584,6 +588,9 @@ type options struct {
 	redisURL proxy.Secret
 	// redactor removes every secret above from what leaves the gateway.
 	redactor *redact.Redactor
+	// redisTimeout and redisCooldown bound the calls to it (see
+	// store.RedisOptions).
+	redisTimeout, redisCooldown time.Duration
 	// sources are the settings' values and where each came from, by
 	// environment name (PORT too, when it gave the address).
 	sources map[string]value
@@ -844,6 +851,15 @@ func (r *resolver) dur(name string) time.Duration {
 	return d
 }
 
+// positiveDur reads a duration that must be more than 0.
+func (r *resolver) positiveDur(name string) time.Duration {
+	d := r.dur(name)
+	if d == 0 {
+		r.bad(name, "must be a duration of more than 0, with a unit: 50ms, 1s")
+	}
+	return d
+}
+
 func (r *resolver) boolean(name string) bool {
 	switch strings.ToLower(strings.TrimSpace(r.v[name].raw)) {
 	case "true", "1", "yes", "on":
@@ -904,6 +920,8 @@ func (r *resolver) options() options {
 		thinkingBytes:   int64(r.num("THINKING_MEMORY_BYTES")),
 		thinkingTTL:     r.dur("THINKING_MEMORY_TTL"),
 		redisURL:        r.redisURL(),
+		redisTimeout:    r.positiveDur("REDIS_TIMEOUT"),
+		redisCooldown:   r.positiveDur("REDIS_BREAKER_COOLDOWN"),
 		defaultProtocol: r.choice("DEFAULT_PROTOCOL"),
 		planTools:       list(v["PLAN_TOOLS"].raw),
 		repeatableTools: list(v["REPEATABLE_TOOLS"].raw),
@@ -952,7 +970,8 @@ func (r *resolver) proxyConfig(o *options) proxy.Config {
 			AddressTokens:   r.num("RATE_LIMIT_ADDRESS_TPM"),
 			FailOpen:        r.boolean("RATE_LIMIT_FAIL_OPEN"),
 		},
-		Resume: proxy.Resume{All: r.boolean("RESUMABLE_STREAMS"), TTL: r.dur("RESUME_TTL"), MaxBytes: int64(r.num("RESUME_MAX_BYTES"))},
+		Resume: proxy.Resume{All: r.boolean("RESUMABLE_STREAMS"), TTL: r.dur("RESUME_TTL"), MaxBytes: int64(r.num("RESUME_MAX_BYTES")),
+			MemoryBytes: int64(r.num("RESUME_MEMORY_BYTES"))},
 	}
 	pc.TrustedProxies = list(v["TRUSTED_PROXIES"].raw)
 	metricsKey := r.choice("METRICS_REQUIRE_ADMIN_KEY")

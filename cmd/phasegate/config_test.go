@@ -291,7 +291,7 @@ func TestSharedSettings(t *testing.T) {
 	if diff := cmp.Diff(want, o.proxy.RateLimits); diff != "" {
 		t.Errorf("rate limits (-want +got):\n%s", diff)
 	}
-	if diff := cmp.Diff(proxy.Resume{All: true, TTL: 5 * time.Minute, MaxBytes: 1 << 20}, o.proxy.Resume); diff != "" {
+	if diff := cmp.Diff(proxy.Resume{All: true, TTL: 5 * time.Minute, MaxBytes: 1 << 20, MemoryBytes: proxy.DefaultResumeMemoryBytes}, o.proxy.Resume); diff != "" {
 		t.Errorf("resume (-want +got):\n%s", diff)
 	}
 	d, err := parseOptions(serveCommand, nil, env(nil), &strings.Builder{})

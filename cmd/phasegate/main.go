@@ -306,7 +306,7 @@ func openShared(ctx context.Context, o options, log *slog.Logger, opts *proxy.Op
 	if o.redisURL == "" {
 		return func() {}, nil
 	}
-	r, err := store.OpenRedis(o.redisURL.Reveal())
+	r, err := store.OpenRedisWith(o.redisURL.Reveal(), store.RedisOptions{Timeout: o.redisTimeout, BreakerCooldown: o.redisCooldown, Observer: opts.Metrics})
 	if err != nil {
 		return nil, err
 	}

@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -160,4 +161,22 @@ func (s *Server) CPU() (time.Duration, error) {
 	}
 	const ticksPerSecond = 100 // USER_HZ on every Linux the tests run on
 	return time.Duration(utime+stime) * time.Second / ticksPerSecond, nil
+}
+
+// Pause stops the server (SIGSTOP) without closing its connections: a
+// Redis that hangs, not one that refuses. Continue, or Kill at the end of
+// the test, ends the pause.
+func (s *Server) Pause(t testing.TB) {
+	t.Helper()
+	if err := s.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatalf("pause redis-server: %v", err)
+	}
+}
+
+// Continue resumes a paused server (SIGCONT).
+func (s *Server) Continue(t testing.TB) {
+	t.Helper()
+	if err := s.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		t.Fatalf("continue redis-server: %v", err)
+	}
 }

@@ -1,0 +1,105 @@
+package proxy_test
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/phasegate/phasegate/internal/redistest"
+	"github.com/phasegate/phasegate/metrics"
+	"github.com/phasegate/phasegate/proxy"
+	"github.com/phasegate/phasegate/proxy/proxytest"
+	"github.com/phasegate/phasegate/store"
+)
+
+// hungReplica is a gateway whose limits, reasoning and resumable streams
+// are on the Redis of srv, with its breaker counted in the gateway's
+// metrics.
+func hungReplica(tb testing.TB, srv *redistest.Server, cfg proxy.Config) *httptest.Server {
+	tb.Helper()
+	reg := prometheus.NewRegistry()
+	m := metrics.New(reg, []string{"openai"})
+	r, err := store.OpenRedisWith(srv.URL, store.RedisOptions{Observer: m})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { _ = r.Close() })
+	h, err := proxy.New(cfg, proxy.Options{Metrics: m, Gatherer: reg,
+		Thinking: store.NewReasoning(r, 1<<20, time.Hour), Limiter: store.NewRedisLimiter(r), Streams: store.NewRedisStreams(r, time.Minute)})
+	if err != nil {
+		tb.Fatalf("proxy.New: %v", err)
+	}
+	tb.Cleanup(h.Close)
+	return newTestServer(tb, h)
+}
+
+// TestRedisHangs pauses Redis (SIGSTOP: a hang, not a refusal) under a
+// gateway with rate limits and resumable streams: every request is
+// answered as the degradation table says, the breaker opens and is
+// counted, and requests go on being served while Redis stays paused.
+func TestRedisHangs(t *testing.T) {
+	_, usrv := proxytest.NewServer(t, proxytest.Simulated())
+	cfg := proxy.Config{Providers: []proxy.Provider{{Name: "openai", BaseURL: usrv.URL + "/v1"}},
+		RateLimits: proxy.RateLimits{KeyRequests: 1000, FailOpen: true}}
+	srv := redistest.Start(t)
+	gw := hungReplica(t, srv, cfg)
+	ctx := testContext(t)
+	post(t, ctx, gw, "/v1/chat/completions", chatBody(false), nil).Body.Close()
+	srv.Pause(t)
+	defer srv.Continue(t)
+	for i := range 10 {
+		rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		r := post(t, rctx, gw, "/v1/chat/completions", chatBody(true), resumableHeader("req-hung-"+string(rune('a'+i))))
+		body := readAll(t, r.Body)
+		cancel()
+		if r.StatusCode != http.StatusOK || !strings.Contains(string(body), "[DONE]") {
+			t.Fatalf("request %d with Redis paused: %d %s; want a plain stream to its [DONE]", i, r.StatusCode, body)
+		}
+		if r.Header.Get("X-Phasegate-Resumable") != "false" {
+			t.Errorf("request %d: X-Phasegate-Resumable = %q, want false (served without resume)", i, r.Header.Get("X-Phasegate-Resumable"))
+		}
+	}
+	m := string(readAll(t, get(t, ctx, gw, "/metrics", nil).Body))
+	for _, want := range []string{`phasegate_redis_breaker_transitions_total{state="open"}`, `phasegate_redis_breaker_rejected_total`,
+		`phasegate_rate_limit_decisions_total{limit="key_requests",outcome="failed_open"}`} {
+		if !strings.Contains(m, want+" ") || strings.Contains(m, want+" 0\n") {
+			t.Errorf("metrics: %s not counted", want)
+		}
+	}
+	if !strings.Contains(m, `phasegate_redis_breaker_state{state="open"} 1`) && !strings.Contains(m, `phasegate_redis_breaker_state{state="half_open"} 1`) {
+		t.Errorf("metrics: the breaker is not open with Redis paused")
+	}
+}
+
+// BenchmarkRedisPaused measures an ordinary request (rate limited, on
+// Redis) with Redis answering and with Redis paused once the breaker is
+// open: the difference is what a hung Redis adds.
+func BenchmarkRedisPaused(b *testing.B) {
+	_, usrv := proxytest.NewServer(b, proxytest.Simulated())
+	cfg := proxy.Config{Providers: []proxy.Provider{{Name: "openai", BaseURL: usrv.URL + "/v1"}},
+		RateLimits: proxy.RateLimits{KeyRequests: 1 << 30, FailOpen: true}}
+	srv := redistest.Start(b)
+	gw := hungReplica(b, srv, cfg)
+	ctx := context.Background()
+	run := func(b *testing.B) {
+		for b.Loop() {
+			r := post(b, ctx, gw, "/v1/chat/completions", chatBody(false), nil)
+			readAll(b, r.Body)
+			if r.StatusCode != http.StatusOK {
+				b.Fatalf("status %d", r.StatusCode)
+			}
+		}
+	}
+	b.Run("redis answers", run)
+	srv.Pause(b)
+	defer srv.Continue(b)
+	for range 3 * store.DefaultBreakerFailures { // open the breaker
+		readAll(b, post(b, ctx, gw, "/v1/chat/completions", chatBody(false), nil).Body)
+	}
+	b.Run("redis paused, breaker open", run)
+}
