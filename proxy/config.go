@@ -164,6 +164,12 @@ type Config struct {
 	// whose X-Forwarded-For is believed for the client address of the
 	// address limits; empty believes none, and the address is the peer's.
 	TrustedProxies []string
+	// ForwardHeaders names client request headers passed upstream beside
+	// the built-in allowlist (FORWARD_HEADERS), such as a tracing or
+	// routing header of the operator's own; a name ending in "-" is a
+	// prefix. Credentials, billing selectors and framing headers cannot be
+	// named.
+	ForwardHeaders []string
 	// RateLimits are the budgets per minute of each client key and each
 	// project; zero limits nothing.
 	RateLimits RateLimits
@@ -394,6 +400,11 @@ func (c Config) validateAccess(bad func(format string, args ...any)) {
 	for i, k := range c.ClientKeys {
 		if ownProjectForm(k.Project) {
 			bad("PHASEGATE_API_KEYS: client key %d is bound to project %q: names key-N are kept for the projects of keys bound to none", i+1, k.Project)
+		}
+	}
+	for _, name := range c.ForwardHeaders {
+		if err := checkForwardable(name); err != nil {
+			bad("FORWARD_HEADERS: %v", err)
 		}
 	}
 	for _, p := range c.TrustedProxies {

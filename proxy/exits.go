@@ -129,6 +129,31 @@ var forwarded = []string{
 	"X-Request-Id", // the gateway's id, as the client sees it
 }
 
+// neverForwarded are the headers FORWARD_HEADERS cannot name: credentials
+// and billing selectors (which only upstreamAuth decides), and the
+// framing and routing headers the transport sets itself.
+var neverForwarded = []string{
+	"Authorization", "Proxy-Authorization", "Cookie", "Api-Key", "X-Api-Key",
+	"Openai-Organization", "Openai-Project", "Host", "Content-Length",
+	"Transfer-Encoding", "Connection", "Te", "Trailer", "Upgrade", "Keep-Alive",
+}
+
+// checkForwardable reports why name cannot be added to the forwarded
+// headers, or nil.
+func checkForwardable(name string) error {
+	if name == "" || strings.ContainsAny(name, " \t:\r\n") {
+		return fmt.Errorf("%q is not a header name", name)
+	}
+	c := http.CanonicalHeaderKey(name)
+	prefix := strings.HasSuffix(name, "-")
+	for _, never := range neverForwarded {
+		if c == never || prefix && strings.HasPrefix(never, c) {
+			return fmt.Errorf("%q would forward %s, which the gateway never passes on from a client", name, never)
+		}
+	}
+	return nil
+}
+
 // clientCredentials are the headers of a client calling with its own key
 // (no key of the gateway's for the provider): its key, and the
 // organisation and project it bills.
@@ -140,8 +165,13 @@ var clientCredentials = []string{"Authorization", "Openai-Organization", "Openai
 // the body framing and Accept-Encoding (the transport negotiates and
 // undoes compression itself, so bodies can be read and redacted) never
 // pass.
-func forwardHeader(in http.Header) http.Header {
+func forwardHeader(in http.Header, extra []string) http.Header {
 	h := allowed(in, forwarded)
+	if len(extra) > 0 {
+		for k, vs := range allowed(in, extra) {
+			h[k] = vs
+		}
+	}
 	for _, k := range clientCredentials {
 		if vs := in.Values(k); len(vs) > 0 {
 			h[k] = append([]string(nil), vs...)
@@ -227,4 +257,13 @@ func passBack(resp *http.Response, r *redact.Redactor, max int64) error {
 	resp.Body, resp.ContentLength = io.NopCloser(bytes.NewReader(b)), int64(len(b))
 	resp.Header.Set("Content-Length", strconv.Itoa(len(b)))
 	return nil
+}
+
+// canonicalKeys returns names in the canonical form http.Header keys take.
+func canonicalKeys(names []string) []string {
+	out := make([]string, 0, len(names))
+	for _, n := range names {
+		out = append(out, http.CanonicalHeaderKey(n))
+	}
+	return out
 }

@@ -115,3 +115,46 @@ func TestPassThroughKeepsBodyCoding(t *testing.T) {
 		t.Errorf("upstream got Content-Encoding %q and body %q; want gzip and the body as sent", got, rec[0].Body)
 	}
 }
+
+// TestForwardHeadersSetting: FORWARD_HEADERS adds the operator's own
+// headers to those passed upstream, and cannot add a credential.
+func TestForwardHeadersSetting(t *testing.T) {
+	t.Parallel()
+	up, usrv := proxytest.NewServer(t, func(proxytest.Received) sim.Reply {
+		return sim.Completion(testModel, map[string]any{"content": "hi"}, "stop", nil)
+	})
+	cfg := config(usrv)
+	cfg.Providers[0].APIKey = "sk-gateway-0123456789"
+	cfg.ForwardHeaders = []string{"x-test-scenario", "X-Route-"}
+	gw := newGateway(t, cfg)
+	req, err := http.NewRequestWithContext(testContext(t), http.MethodPost, gw.URL+"/standard/v1/chat/completions", strings.NewReader(chatBody(false)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-Test-Scenario", "text")
+	req.Header.Set("X-Route-Zone", "eu")
+	req.Header.Set("X-Other", "no")
+	resp, err := gw.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	readAll(t, resp.Body)
+	rec := up.Received()
+	if resp.StatusCode != http.StatusOK || len(rec) != 1 {
+		t.Fatalf("status %d, upstream got %d requests; want 200 and 1", resp.StatusCode, len(rec))
+	}
+	got := rec[0].Header
+	if got.Get("X-Test-Scenario") != "text" || got.Get("X-Route-Zone") != "eu" || got.Get("X-Other") != "" {
+		t.Errorf("upstream X-Test-Scenario %q, X-Route-Zone %q, X-Other %q; want text, eu and none",
+			got.Get("X-Test-Scenario"), got.Get("X-Route-Zone"), got.Get("X-Other"))
+	}
+
+	for _, name := range []string{"Authorization", "cookie", "X-Api-", "OpenAI-Project", "Content-Length", "bad name"} {
+		bad := config(usrv)
+		bad.ForwardHeaders = []string{name}
+		if _, err := proxy.New(bad, proxy.Options{}); err == nil || !strings.Contains(err.Error(), "FORWARD_HEADERS") {
+			t.Errorf("FORWARD_HEADERS=%q: New = %v, want an error naming FORWARD_HEADERS", name, err)
+		}
+	}
+}

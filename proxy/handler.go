@@ -152,6 +152,8 @@ type Handler struct {
 	draining   atomic.Bool
 	engine     *gin.Engine
 	redactor   *redact.Redactor
+	// forward are the headers of FORWARD_HEADERS, canonical.
+	forward []string
 	// inflight holds the memory of the request bodies in flight
 	// (Config.MaxInflightBytes).
 	inflight *semaphore.Weighted
@@ -195,6 +197,7 @@ func New(cfg Config, opts Options) (*Handler, error) {
 		streams:  opts.Streams,
 		recent:   opts.Recent,
 		redactor: red,
+		forward:  canonicalKeys(cfg.ForwardHeaders),
 		inflight: semaphore.NewWeighted(cfg.MaxInflightBytes),
 	}
 	if h.metrics == nil {
@@ -611,7 +614,7 @@ func (c *chatRequest) upstream(p *Provider, out sink) protocol.Upstream {
 		client:      h.client,
 		cfg:         &h.cfg,
 		provider:    p,
-		header:      forwardHeader(c.r.Header),
+		header:      forwardHeader(c.r.Header, h.forward),
 		requestID:   c.id,
 		onComment:   func(line []byte) { _ = out.comment(h.redactor.Bytes(line)) },
 		onWait:      func() { _ = out.flush() }, // a failed write fails the next event's

@@ -58,7 +58,7 @@ func (h *Handler) servePassThrough(w http.ResponseWriter, r *http.Request) {
 			pr.Out.URL.Path = strings.TrimSuffix(target.Path, "/") + rest
 			pr.Out.URL.RawPath = ""
 			pr.Out.Host = target.Host
-			pr.Out.Header = forwardHeader(pr.In.Header)
+			pr.Out.Header = forwardHeader(pr.In.Header, h.forward)
 			// The body goes on as it came, so its coding goes with it.
 			if ce := pr.In.Header.Values("Content-Encoding"); len(ce) > 0 {
 				pr.Out.Header["Content-Encoding"] = append([]string(nil), ce...)
@@ -84,7 +84,7 @@ func (h *Handler) servePassThrough(w http.ResponseWriter, r *http.Request) {
 func (h *Handler) serveModels(w http.ResponseWriter, r *http.Request) {
 	r, cancel := h.bounded(r)
 	defer cancel()
-	header := forwardHeader(r.Header)
+	header := forwardHeader(r.Header, h.forward)
 	var data []json.RawMessage
 	var missing []string
 	var firstErr error

@@ -165,7 +165,7 @@ func TestForwardHeader(t *testing.T) {
 	in := http.Header{"Accept-Encoding": {"gzip"}, "Host": {"gw"}, "Connection": {"close, X-Stainless-Os"}, "X-Project-Id": {"p"}, "User-Agent": {"ua"},
 		"Cookie": {"c=1"}, "Api-Key": {"k"}, "Proxy-Authorization": {"Basic eA=="}, "X-Stainless-Lang": {"js"}, "X-Stainless-Os": {"hop"},
 		"Openai-Organization": {"org"}, "Authorization": {"Bearer sk"}, "Keep-Alive": {"1"}, "Content-Length": {"10"}}
-	got := forwardHeader(in)
+	got := forwardHeader(in, nil)
 	want := http.Header{"User-Agent": {"ua"}, "X-Stainless-Lang": {"js"}, "Openai-Organization": {"org"}, "Authorization": {"Bearer sk"}}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("forwarded (-want +got):\n%s", diff)

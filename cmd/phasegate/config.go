@@ -112,6 +112,7 @@ var settings = []setting{
 	{env: "RATE_LIMIT_PROJECT_TPM", def: "0", kind: kindInt, help: "tokens per minute of each project; 0 for no limit"},
 	{env: "RATE_LIMIT_ADDRESS_RPM", def: "0", kind: kindInt, help: "requests per minute of each client address (an IPv6 address counts as its /64; see TRUSTED_PROXIES); 0 for no limit"},
 	{env: "RATE_LIMIT_ADDRESS_TPM", def: "0", kind: kindInt, help: "tokens per minute of each client address; 0 for no limit"},
+	{env: "FORWARD_HEADERS", kind: kindList, help: "client request headers passed upstream beside the built-in allowlist, comma-separated (a name ending in - is a prefix); credentials, billing selectors and framing headers cannot be named"},
 	{env: "TRUSTED_PROXIES", kind: kindList, help: "addresses and CIDR ranges of the proxies whose X-Forwarded-For names the client for the address limits, comma-separated; empty believes no X-Forwarded-For"},
 	{env: "RATE_LIMIT_FAIL_OPEN", def: "true", kind: kindBool, help: "when Redis fails, let requests through unlimited (true) or refuse them with 503 (false)"},
 	{env: "RESUMABLE_STREAMS", def: "false", kind: kindBool, help: "make every stream resumable, as if it sent X-Phasegate-Resumable: true"},
@@ -974,6 +975,7 @@ func (r *resolver) proxyConfig(o *options) proxy.Config {
 			MemoryBytes: int64(r.num("RESUME_MEMORY_BYTES"))},
 	}
 	pc.TrustedProxies = list(v["TRUSTED_PROXIES"].raw)
+	pc.ForwardHeaders = list(v["FORWARD_HEADERS"].raw)
 	metricsKey := r.choice("METRICS_REQUIRE_ADMIN_KEY")
 	pc.MetricsOpen = metricsKey == "false"
 	if pc.MetricsNeedAdminKey = metricsKey == "true"; pc.MetricsNeedAdminKey && pc.AdminAPIKey == "" {

@@ -148,7 +148,8 @@ export async function startDouble() {
 }
 
 /**
- * Starts the gateway with exactly env (plus PATH, and LISTEN_ADDR=127.0.0.1:0 always;
+ * Starts the gateway with exactly env (plus PATH, FORWARD_HEADERS=X-Test-Scenario unless env
+ * sets it, and LISTEN_ADDR=127.0.0.1:0 always;
  * nothing else of this process's environment leaks in, so a developer's own
  * OPENAI_API_KEY never turns a test into a real call). It reads the address
  * from the JSON log line "phasegate listening" on stderr.
@@ -158,7 +159,9 @@ export async function startDouble() {
 export async function startGateway(env = {}) {
   const child = spawn(binaries().phasegate, [], {
     stdio: ['ignore', 'pipe', 'pipe'],
-    env: { PATH: process.env.PATH ?? '', ...env, LISTEN_ADDR: '127.0.0.1:0' },
+    // The upstream double picks its scenario from X-Test-Scenario, a header
+    // the gateway passes upstream only when FORWARD_HEADERS names it.
+    env: { PATH: process.env.PATH ?? '', FORWARD_HEADERS: 'X-Test-Scenario', ...env, LISTEN_ADDR: '127.0.0.1:0' },
   });
   own(child);
   let logs = '';
