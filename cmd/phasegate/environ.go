@@ -30,6 +30,9 @@ type strayVariable struct {
 // another program's, and left alone.
 func strayVariables(env []string) []strayVariable {
 	known := []string{"CONFIG", "PORT"}
+	for alias := range aliases {
+		known = append(known, alias)
+	}
 	prefixes := map[string]bool{}
 	for _, s := range settings {
 		known = append(known, s.env)
