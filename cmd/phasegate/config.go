@@ -99,6 +99,8 @@ var settings = []setting{
 	{env: "MAX_TOOLS_PER_TOOL_PHASE", def: "1", kind: kindChoice, choices: []string{"1"}, help: "tool calls forwarded per response (only 1 is supported)"},
 	{env: "MAX_ENVELOPE_RETRIES", def: strconv.Itoa(protocol.DefaultMaxEnvelopeRetries), kind: kindInt, help: "re-asks of an answer whose orchestrator envelope is invalid, or missing when required (X-Phasegate-Envelope, or envelopes: models: in the config file); 0 asks none again"},
 	{env: "SHOW_NOTICES", def: "true", kind: kindBool, help: "show the client one line per guard decision, as \"**System Notice**\" content (the model gets the full notice either way)"},
+	{env: "GUARD_PROFILE", def: string(protocol.ProfileStrict), kind: kindChoice, choices: []string{string(protocol.ProfileStrict), string(protocol.ProfileAgent)}, help: "the guard's rules: strict (MAX_PHASE_CYCLES executions per turn, exact repeats refused) or agent (for coding agents: AGENT_MAX_PHASE_CYCLES executions, any call may repeat while its result changes, repeats without progress refused, even when they differ in form); per model with guard: models: in the config file; a request's X-Phasegate-Guard-Profile may only tighten it"},
+	{env: "AGENT_MAX_PHASE_CYCLES", def: strconv.Itoa(protocol.DefaultAgentMaxPhaseCycles), kind: kindInt, min: 1, help: "tool executions allowed per user turn under GUARD_PROFILE=agent"},
 	{env: "REPEATABLE_TOOLS", kind: kindList, help: "tools exempt from the duplicate rule while their results change (e.g. run_tests,git_status), comma-separated; an identical call whose last two identical calls returned the same result is refused as no progress"},
 	{env: "PLAN_TOOLS", kind: kindList, help: "read-only tools of plan mode, comma-separated; requests with X-Phasegate-Mode: plan only see and may only call these"},
 	{env: "THINKING_REPAIR", def: "true", kind: kindBool, help: "repair requests to DeepSeek for its thinking mode: restore the reasoning_content clients drop from tool-call messages, downgrade a forced tool_choice to auto"},
@@ -238,6 +240,7 @@ type fileConfig struct {
 	models  map[string]fileModel
 	// envelopes are the envelope rules per model and the added phases.
 	envelopes fileEnvelopes
+	guard     fileGuard
 }
 
 // fileEnvelopes is the envelopes section of the config file.
@@ -283,7 +286,7 @@ func loadFile(path string) (fileConfig, error) {
 		fc.scalars = nil
 		return fc, fmt.Errorf("%s:%d: the config file must be a mapping of settings (key: value), one a line", path, root.Line)
 	}
-	known := []string{"routes", "models", "envelopes"}
+	known := []string{"routes", "models", "envelopes", "guard"}
 	for _, s := range settings {
 		known = append(known, s.key())
 	}
@@ -309,6 +312,8 @@ func loadFile(path string) (fileConfig, error) {
 			fc.models = fileModels(v, bad)
 		case k.Value == "envelopes":
 			fc.envelopes = readEnvelopes(v, bad)
+		case k.Value == "guard":
+			fc.guard = readGuard(v, bad)
 		case slices.Contains(known, k.Value):
 			if v.Kind == yaml.SequenceNode {
 				if raw, ok := fileList(k.Value, v, bad); ok {
@@ -593,6 +598,8 @@ type options struct {
 	showNotices     bool
 	planTools       []string
 	repeatableTools []string
+	// profile is the guard's rules where guard: models: sets none.
+	profile         protocol.Profile
 	defaultProtocol string
 	budgets         budgets
 	tokens          tokens.Config
@@ -617,6 +624,7 @@ type options struct {
 
 type budgets struct {
 	maxPhaseCycles, maxDuplicateAttempts, maxToolsPerToolPhase int
+	agentMaxPhaseCycles                                        int
 }
 
 // command is what parseOptions parses the arguments of: the gateway, or
@@ -848,6 +856,7 @@ func resolve(v map[string]value, fc fileConfig) (options, error) {
 	r := &resolver{v: v}
 	o := r.options()
 	o.proxy = r.proxyConfig(&o)
+	o.proxy.GuardProfile = o.profile
 	r.providers(&o, fc)
 	o.tokens = tokens.DefaultConfig()
 	o.tokens.ContextWindow = r.num("CONTEXT_WINDOW")
@@ -859,6 +868,7 @@ func resolve(v map[string]value, fc fileConfig) (options, error) {
 	}
 	o.envelopeRetries = r.num("MAX_ENVELOPE_RETRIES")
 	o.proxy.Envelopes = fc.envelopes.rules
+	o.proxy.GuardProfiles = fc.guard.profiles
 	if len(fc.envelopes.phases) > 0 {
 		set, err := envelope.NewSet(fc.envelopes.phases)
 		if err != nil {
@@ -990,9 +1000,11 @@ func (r *resolver) options() options {
 		defaultProtocol: r.choice("DEFAULT_PROTOCOL"),
 		planTools:       list(v["PLAN_TOOLS"].raw),
 		repeatableTools: list(v["REPEATABLE_TOOLS"].raw),
+		profile:         protocol.Profile(r.choice("GUARD_PROFILE")),
 		budgets: budgets{
 			maxPhaseCycles:       r.num("MAX_PHASE_CYCLES"),
 			maxDuplicateAttempts: r.num("MAX_DUPLICATE_ATTEMPTS"),
+			agentMaxPhaseCycles:  r.num("AGENT_MAX_PHASE_CYCLES"),
 		},
 	}
 	if r.choice("MAX_TOOLS_PER_TOOL_PHASE") == "1" {

@@ -115,7 +115,7 @@ func TestDefaults(t *testing.T) {
 	if !o.twoStage || o.defaultProtocol != proxy.ProtocolTwoStage {
 		t.Errorf("two-stage = %v, default protocol %q; want on, two-stage", o.twoStage, o.defaultProtocol)
 	}
-	if want := (budgets{3, 3, 1}); o.budgets != want {
+	if want := (budgets{3, 3, 1, 60}); o.budgets != want {
 		t.Errorf("budgets = %+v, want %+v", o.budgets, want)
 	}
 }
