@@ -27,13 +27,14 @@ import (
 //   - array: its elements' forms, in order: an element is a value of its
 //     own (a path, an id, an argv word) and its position can mean
 //     something.
-//   - string: the words it is made of, as a set in sorted order, after
-//     dropping comments (from a # or // at the start of a line or after
-//     white space to the end of the line), quote characters (' " `) and
-//     punctuation that ends a word (. , ; : ! ?). So white space,
-//     quoting, an added comment, a trailing full stop and a moved flag
-//     ("pip install -U x" and "pip install x -U") make no difference.
-//     Case does: paths, code and shell commands are case-sensitive.
+//   - string: its tokens (words, and each punctuation mark on its own)
+//     in sorted order, after dropping comments (from a # or // at the
+//     start of a line or after white space to the end of the line), quote
+//     characters (' " `) and punctuation that ends a word (. , ; : ! ?).
+//     So white space (print( 'x' ) and print('x')), quoting, an added
+//     comment, a trailing full stop and a moved flag ("pip install -U x"
+//     and "pip install x -U") make no difference. Case does: paths, code
+//     and shell commands are case-sensitive.
 //
 // Like a Signature, a Form carries argument text; it never leaves the
 // process.
@@ -95,28 +96,53 @@ func appendStringForm(b []byte, s string) []byte {
 	return appendString(b, strings.Join(words(s), " "))
 }
 
-// words returns the words of s, sorted, as the string form reads them.
+// words returns the tokens of s, sorted, as the string form reads them:
+// runs of letters, digits and other characters that are not ASCII
+// punctuation, and each ASCII punctuation mark on its own. White space
+// and quote characters only separate tokens; a mark of . , ; : ! ? that
+// ends a word (white space, a quote or the end follows it) is dropped.
 func words(s string) []string {
 	var out []string
 	for line := range strings.Lines(s) {
 		line = stripComment(line)
-		for _, w := range strings.Fields(line) {
-			w = strings.Map(func(r rune) rune {
-				if r == '\'' || r == '"' || r == '`' {
-					return -1
+		start := -1
+		for i := 0; i < len(line); i++ {
+			c := line[i]
+			word := c >= 0x80 || c == '_' || c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z'
+			if word {
+				if start < 0 {
+					start = i
 				}
-				return r
-			}, w)
-			if t := strings.TrimRight(w, ".,;:!?"); t != "" {
-				w = t
+				continue
 			}
-			if w != "" {
-				out = append(out, w)
+			if start >= 0 {
+				out = append(out, line[start:i])
+				start = -1
 			}
+			if c <= ' ' || c == 0x7f || c == '\'' || c == '"' || c == '`' {
+				continue
+			}
+			if strings.IndexByte(".,;:!?", c) >= 0 && endsWord(line, i+1) {
+				continue
+			}
+			out = append(out, line[i:i+1])
+		}
+		if start >= 0 {
+			out = append(out, line[start:])
 		}
 	}
 	slices.Sort(out)
 	return out
+}
+
+// endsWord reports whether position i of line is past the end of a word:
+// the end of the line, white space or a quote character.
+func endsWord(line string, i int) bool {
+	if i >= len(line) {
+		return true
+	}
+	c := line[i]
+	return c <= ' ' || c == '\'' || c == '"' || c == '`'
 }
 
 // stripComment cuts line at the first # or // that starts it or follows

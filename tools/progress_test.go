@@ -18,6 +18,7 @@ func TestForm(t *testing.T) {
 		{"number as a string", `{"n":10}`, `{"n":"10"}`, true},
 		{"boolean case", `{"f":true}`, `{"f":"TRUE"}`, true},
 		{"quotes in code", `{"code":"print('done')"}`, `{"code":"print(\"done\")"}`, true},
+		{"white space around punctuation", `{"code":"print('done')"}`, `{"code":"print( 'done' );"}`, true},
 		{"a comment added", `{"code":"x = 1\nprint(x)"}`, `{"code":"# set x\nx = 1\nprint(x)  # show it"}`, true},
 		{"a // comment added", `{"command":"make build"}`, `{"command":"make build // again"}`, true},
 		{"a flag moved", `{"command":"pip install -U -q x"}`, `{"command":"pip install x -q -U"}`, true},
