@@ -40,7 +40,7 @@ var legitimate = []struct {
 	steps []step
 }{
 	{"bug fix: searches that find nothing before the right one, edit, tests re-run after each edit", bugFix()},
-	{"refactor across files: read, edit, test per file, the same failure twice with an edit between", refactor()},
+	{"refactor across 15 files: read, edit, test per file, the same failure each time with an edit between", refactor()},
 	{"pagination with a cursor, then a summary written and read back", pagination()},
 	{"polling a job whose status changes, between builds", polling()},
 	{"shell-only agent: the same build and test commands after every edit, empty outputs", shellAgent()},
@@ -73,8 +73,9 @@ func bugFix() []step {
 }
 
 func refactor() []step {
-	s := []step{sh("grep -rl OldName .", "a.go b.go c.go d.go e.go f.go g.go h.go")}
-	for _, f := range []string{"a", "b", "c", "d", "e", "f", "g", "h"} {
+	files := []string{"a", "b", "c", "d", "e", "f", "g", "h", "i", "j", "k", "l", "m", "n", "o"}
+	s := []step{sh("grep -rl OldName .", strings.Join(files, ".go ")+".go")}
+	for _, f := range files {
 		s = append(s,
 			call("read_file", fmt.Sprintf(`{"path":"%s.go"}`, f), "old "+f),
 			call("edit_file", fmt.Sprintf(`{"path":"%s.go","old":"OldName","new":"NewName"}`, f), "edited"),
@@ -83,7 +84,7 @@ func refactor() []step {
 	}
 	// The failure stays the same until the last file is done: every run
 	// follows an edit, which is progress.
-	return append(s, call("run_tests", `{"verbose":true}`, "ok (verbose)"), sh("git status --short", "M 8 files"))
+	return append(s, call("run_tests", `{"verbose":true}`, "ok (verbose)"), sh("git status --short", "M 15 files"))
 }
 
 func pagination() []step {
