@@ -195,4 +195,7 @@ type Limits struct {
 	Plan bool
 	// Envelope is the orchestrator envelope rule of the request's answers.
 	Envelope EnvelopeMode
+	// Profile is the guard's rules for this request; "" is the configured
+	// profile. The proxy only ever tightens it.
+	Profile Profile
 }

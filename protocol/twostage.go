@@ -55,8 +55,14 @@ type TwoStageConfig struct {
 	PlanTools []string
 	// RepeatableTools are exempt from the duplicate rule while their
 	// results change (run_tests, git_status, polling tools); the cycle
-	// budget still counts them.
+	// budget still counts them. The agent profile exempts every tool.
 	RepeatableTools []string
+	// Profile is the rules of a request whose Limits name none; "" is
+	// ProfileStrict.
+	Profile Profile
+	// AgentMaxPhaseCycles is MaxPhaseCycles under ProfileAgent. Default
+	// DefaultAgentMaxPhaseCycles.
+	AgentMaxPhaseCycles int
 	// Envelopes are the phases orchestrator envelopes are judged by; nil
 	// is the seed's five (envelope.Default).
 	Envelopes *envelope.Set
@@ -85,6 +91,12 @@ func NewTwoStage(cfg TwoStageConfig, tracer Tracer) *TwoStage {
 	}
 	if cfg.MaxDuplicateAttempts <= 0 {
 		cfg.MaxDuplicateAttempts = 3
+	}
+	if cfg.AgentMaxPhaseCycles <= 0 {
+		cfg.AgentMaxPhaseCycles = DefaultAgentMaxPhaseCycles
+	}
+	if cfg.Profile == "" {
+		cfg.Profile = ProfileStrict
 	}
 	if tracer == nil {
 		tracer = discardTracer{}
@@ -118,6 +130,7 @@ type guardRun struct {
 	s *session
 
 	maxCycles, maxRefusals int
+	profile                Profile
 	ledger                 *tools.Ledger
 	policy                 *tools.Policy
 	// allow is the plan-mode allowlist, nil outside plan mode; non-nil and
@@ -151,7 +164,13 @@ type guardRun struct {
 
 func (g *TwoStage) newRun(x *Exchange, yield func(Event, error) bool) *guardRun {
 	r := &guardRun{g: g, x: x, s: newSession(x, yield, g.tracer, g.cfg.Metrics),
-		maxCycles: g.cfg.MaxPhaseCycles, maxRefusals: g.cfg.MaxDuplicateAttempts}
+		maxCycles: g.cfg.MaxPhaseCycles, maxRefusals: g.cfg.MaxDuplicateAttempts, profile: g.cfg.Profile}
+	if x.Limits.Profile != "" {
+		r.profile = x.Limits.Profile
+	}
+	if r.profile == ProfileAgent {
+		r.maxCycles = g.cfg.AgentMaxPhaseCycles
+	}
 	if n := x.Limits.MaxPhaseCycles; n > 0 && n < r.maxCycles {
 		r.maxCycles = n
 	}
@@ -168,6 +187,9 @@ func (g *TwoStage) newRun(x *Exchange, yield func(Event, error) bool) *guardRun 
 	}
 	r.ledger = tools.NewLedger(x.ProjectID, history)
 	r.policy = tools.NewPolicy(x.Request.Tools, allow, r.ledger).Repeatable(g.cfg.RepeatableTools)
+	if r.profile == ProfileAgent {
+		r.policy.Progressive()
+	}
 	r.allow = allow
 	r.env = newEnvelopeRun(x.Limits.Envelope, g.cfg.Envelopes, g.cfg.MaxEnvelopeRetries)
 	return r
@@ -863,6 +885,7 @@ func (r *guardRun) headers(up http.Header) http.Header {
 	h.Set("X-Phasegate-Cycle-Index", strconv.Itoa(r.ledger.CycleIndex()))
 	h.Set("X-Phasegate-Max-Phase-Cycles", strconv.Itoa(r.maxCycles))
 	h.Set("X-Phasegate-Max-Duplicate-Attempts", strconv.Itoa(r.maxRefusals))
+	h.Set("X-Phasegate-Guard-Profile", string(r.profile))
 	if r.x.ProjectID != "" {
 		h.Set("X-Phasegate-Project-Id", r.x.ProjectID)
 	}

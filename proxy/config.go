@@ -142,6 +142,13 @@ type Config struct {
 	// per model (a name, or a prefix ending in "*"), first match wins; the
 	// X-Phasegate-Envelope header of a request overrides it.
 	Envelopes []EnvelopeRule
+	// GuardProfile is the guard's rules for a request no GuardProfiles
+	// rule matches (GUARD_PROFILE); "" is protocol.ProfileStrict.
+	GuardProfile protocol.Profile
+	// GuardProfiles set the profile per model (a name, or a prefix ending
+	// in "*"), first match wins; the X-Phasegate-Guard-Profile header of a
+	// request may only tighten it.
+	GuardProfiles []ProfileRule
 	// Retry bounds the new attempts of an upstream call that failed in a
 	// way safe to retry before any byte reached the client
 	// (UPSTREAM_RETRIES, UPSTREAM_RETRY_MAX_WAIT). The zero value retries

@@ -756,6 +756,9 @@ func (h *Handler) limits(hdr http.Header, model string) (protocol.Limits, error)
 	if l.MaxDuplicateAttempts, err = headerCount(hdr, "X-Phasegate-Max-Duplicate-Attempts"); err != nil {
 		return l, err
 	}
+	if l.Profile, err = h.guardProfile(hdr, model); err != nil {
+		return l, err
+	}
 	switch mode := hdr.Get("X-Phasegate-Mode"); mode {
 	case "", "act":
 	case "plan":

@@ -13,7 +13,10 @@ import (
 type Ledger struct {
 	projectID string
 	executed  []Executed
-	blocked   map[Signature]struct{}
+	// args are the parsed arguments of each executed call; nil when they
+	// are malformed.
+	args    []map[string]any
+	blocked map[Signature]struct{}
 }
 
 // Executed is a tool call of the turn that the client ran: an assistant
@@ -73,11 +76,16 @@ func NewLedger(projectID string, msgs []chat.Message) *Ledger {
 		}
 		// Malformed arguments were still run by the client: they count as
 		// an execution but match no later call.
-		sig, _ := NewSignature(projectID, c.call.Function.Name, c.call.Function.Arguments)
-		if sig != "" {
+		var sig Signature
+		args, problem := parseArguments(c.call.Function.Arguments)
+		if problem == "" {
+			sig = signatureOf(projectID, c.call.Function.Name, args)
 			l.blocked[sig] = struct{}{}
+		} else {
+			args = nil
 		}
 		l.executed = append(l.executed, Executed{Call: c.call, Signature: sig, Result: c.result})
+		l.args = append(l.args, args)
 	}
 	return l
 }

@@ -75,6 +75,9 @@ func Shown(j Judgement, b Budget) string {
 		why = "this request declares no such tool"
 	case VerdictNoProgress:
 		why = "its last two identical runs gave the same result"
+		if j.Variant {
+			why = "its last two runs, the same but for form, gave the same result"
+		}
 	case VerdictNotAllowed:
 		why = "plan mode does not allow it"
 	case VerdictSchemaInvalid:

@@ -57,6 +57,9 @@ type Judgement struct {
 	// Reason says what was decided and why, in a sentence fit for a notice
 	// to the model: it names the tool but never quotes argument values.
 	Reason string
+	// Variant is set on a no_progress verdict whose call repeats the
+	// earlier ones only up to form (Form), not exactly.
+	Variant bool
 	// SchemaErr is a *SchemaError when the declared tool's parameters
 	// schema does not compile. The call was then judged as if the tool had
 	// no schema: a broken schema is the client's fault, not the model's, and
@@ -89,6 +92,23 @@ type Policy struct {
 	// repeatable are the tools exempt from the duplicate rule while their
 	// results change ("edit → run tests → edit → run tests").
 	repeatable map[string]struct{}
+	// progressive: every tool may repeat while it makes progress, and a
+	// call that repeats an earlier one up to form without progress is
+	// refused (see Progressive).
+	progressive bool
+	prog        *progress // built on the first judgement that needs it
+}
+
+// Progressive switches the policy to judge repeats by progress, for every
+// tool: a call is refused as no_progress when the last two executed calls
+// of the turn of the same Form (the same tool, arguments that differ at
+// most in form) returned the same result and no execution since the
+// earlier of them brought anything new; any other call, an identical
+// repeat included, is forwarded. Repeatable has no further effect. It
+// returns p.
+func (p *Policy) Progressive() *Policy {
+	p.progressive = true
+	return p
 }
 
 // Repeatable exempts the named tools from the duplicate rule while their
@@ -208,6 +228,9 @@ func (p *Policy) judge(call chat.ToolCall) Judgement {
 		j.SchemaErr = tool.err
 	}
 	j.Signature = signatureOf(p.ledger.projectID, name, args)
+	if p.progressive {
+		return p.judgeProgress(j, name, args)
+	}
 	if p.ledger.Blocked(j.Signature) {
 		_, repeatable := p.repeatable[name]
 		switch {
@@ -225,6 +248,28 @@ func (p *Policy) judge(call chat.ToolCall) Judgement {
 	}
 	j.Verdict = VerdictForward
 	j.Reason = fmt.Sprintf("Tool %s is declared and was not executed with these arguments in this turn.", QuoteName(name))
+	return j
+}
+
+// judgeProgress decides on a call whose tool, plan mode and schema
+// passed, by the progress rule of Progressive.
+func (p *Policy) judgeProgress(j Judgement, name string, args map[string]any) Judgement {
+	if p.prog == nil {
+		p.prog = newProgress(p.ledger)
+	}
+	st, ok := p.prog.stalled(name, formOf(p.ledger.projectID, name, args), j.Signature)
+	if !ok {
+		j.Verdict = VerdictForward
+		j.Reason = fmt.Sprintf("Tool %s is declared, and its earlier calls of the same form in this turn made progress or there are fewer than two.", QuoteName(name))
+		return j
+	}
+	how := "arguments that differ from theirs only in form (white space, quoting, comments, word order, punctuation)"
+	if st.identical {
+		how = "the same arguments"
+	}
+	j.Verdict, j.Variant = VerdictNoProgress, !st.identical
+	j.Reason = fmt.Sprintf("Tool %s was called again with %s as its calls %s and %s in this turn, which returned the same result, and no call since brought anything new: running it again cannot tell you anything new.",
+		QuoteName(name), how, QuoteName(st.earlier.Call.ID), QuoteName(st.last.Call.ID))
 	return j
 }
 

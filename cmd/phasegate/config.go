@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"net"
 	"net/url"
 	"os"
@@ -94,10 +95,12 @@ var settings = []setting{
 	{env: "TWO_STAGE_ENABLED", def: "true", kind: kindBool, help: "enable the two-stage tool-loop guard; false makes /two-stage/... answer 501 and every route pass through"},
 	{env: "DEFAULT_PROTOCOL", def: "two-stage", kind: kindChoice, choices: []string{"two-stage", "standard"}, help: "protocol of /v1/chat/completions: two-stage or standard"},
 	{env: "MAX_PHASE_CYCLES", def: "3", kind: kindInt, min: 1, help: "tool executions allowed per user turn before the final answer is forced"},
-	{env: "MAX_DUPLICATE_ATTEMPTS", def: "3", kind: kindInt, help: "refused tool calls (duplicates, malformed, undeclared, ...) allowed per request before the final answer is forced"},
+	{env: "MAX_DUPLICATE_ATTEMPTS", def: "3", kind: kindInt, min: 1, help: "refused tool calls (duplicates, malformed, undeclared, ...) allowed per request before the final answer is forced"},
 	{env: "MAX_TOOLS_PER_TOOL_PHASE", def: "1", kind: kindChoice, choices: []string{"1"}, help: "tool calls forwarded per response (only 1 is supported)"},
 	{env: "MAX_ENVELOPE_RETRIES", def: strconv.Itoa(protocol.DefaultMaxEnvelopeRetries), kind: kindInt, help: "re-asks of an answer whose orchestrator envelope is invalid, or missing when required (X-Phasegate-Envelope, or envelopes: models: in the config file); 0 asks none again"},
 	{env: "SHOW_NOTICES", def: "true", kind: kindBool, help: "show the client one line per guard decision, as \"**System Notice**\" content (the model gets the full notice either way)"},
+	{env: "GUARD_PROFILE", def: string(protocol.ProfileStrict), kind: kindChoice, choices: []string{string(protocol.ProfileStrict), string(protocol.ProfileAgent)}, help: "the guard's rules: strict (MAX_PHASE_CYCLES executions per turn, exact repeats refused) or agent (for coding agents: AGENT_MAX_PHASE_CYCLES executions, any call may repeat while its result changes, repeats without progress refused, even when they differ in form); per model with guard: models: in the config file; a request's X-Phasegate-Guard-Profile may only tighten it"},
+	{env: "AGENT_MAX_PHASE_CYCLES", def: strconv.Itoa(protocol.DefaultAgentMaxPhaseCycles), kind: kindInt, min: 1, help: "tool executions allowed per user turn under GUARD_PROFILE=agent"},
 	{env: "REPEATABLE_TOOLS", kind: kindList, help: "tools exempt from the duplicate rule while their results change (e.g. run_tests,git_status), comma-separated; an identical call whose last two identical calls returned the same result is refused as no progress"},
 	{env: "PLAN_TOOLS", kind: kindList, help: "read-only tools of plan mode, comma-separated; requests with X-Phasegate-Mode: plan only see and may only call these"},
 	{env: "THINKING_REPAIR", def: "true", kind: kindBool, help: "repair requests to DeepSeek for its thinking mode: restore the reasoning_content clients drop from tool-call messages, downgrade a forced tool_choice to auto"},
@@ -141,6 +144,15 @@ var settings = []setting{
 	{env: "LOG_LEVEL", def: "info", kind: kindChoice, choices: []string{"debug", "info", "warn", "error"}, help: "debug, info, warn or error"},
 }
 
+// aliases are other names of settings, as the protocol's first write-up
+// spelt them: each is read from the environment and the config file like
+// the setting itself. Both names set to different values in the same
+// place is an error.
+var aliases = map[string]string{
+	"TWO_STAGE_MAX_CYCLES":     "MAX_PHASE_CYCLES",
+	"TWO_STAGE_MAX_DUPLICATES": "MAX_DUPLICATE_ATTEMPTS",
+}
+
 // settingNamed returns the setting of an environment name.
 func settingNamed(env string) setting {
 	for _, s := range settings {
@@ -157,6 +169,9 @@ type source struct {
 	from from
 	file string
 	line int
+	// alias is the other name the value was given under, "" for the
+	// setting's own.
+	alias string
 }
 
 type from int
@@ -178,6 +193,9 @@ type value struct {
 // --max-phase-cycles=-1, MAX_PHASE_CYCLES=-1, or
 // phasegate.yaml:2: max_phase_cycles: -1. A secret's value never shows.
 func (s setting) written(v value) string {
+	if v.src.alias != "" {
+		s.env = v.src.alias
+	}
 	raw := v.raw
 	if s.kind == kindSecret {
 		raw = "[redacted]"
@@ -223,6 +241,7 @@ type fileConfig struct {
 	models  map[string]fileModel
 	// envelopes are the envelope rules per model and the added phases.
 	envelopes fileEnvelopes
+	guard     fileGuard
 }
 
 // fileEnvelopes is the envelopes section of the config file.
@@ -268,9 +287,12 @@ func loadFile(path string) (fileConfig, error) {
 		fc.scalars = nil
 		return fc, fmt.Errorf("%s:%d: the config file must be a mapping of settings (key: value), one a line", path, root.Line)
 	}
-	known := []string{"routes", "models", "envelopes"}
+	known := []string{"routes", "models", "envelopes", "guard"}
 	for _, s := range settings {
 		known = append(known, s.key())
+	}
+	for alias := range aliases {
+		known = append(known, strings.ToLower(alias))
 	}
 	var errs []error
 	bad := func(line int, format string, args ...any) {
@@ -291,6 +313,8 @@ func loadFile(path string) (fileConfig, error) {
 			fc.models = fileModels(v, bad)
 		case k.Value == "envelopes":
 			fc.envelopes = readEnvelopes(v, bad)
+		case k.Value == "guard":
+			fc.guard = readGuard(v, bad)
 		case slices.Contains(known, k.Value):
 			if v.Kind == yaml.SequenceNode {
 				if raw, ok := fileList(k.Value, v, bad); ok {
@@ -575,6 +599,8 @@ type options struct {
 	showNotices     bool
 	planTools       []string
 	repeatableTools []string
+	// profile is the guard's rules where guard: models: sets none.
+	profile         protocol.Profile
 	defaultProtocol string
 	budgets         budgets
 	tokens          tokens.Config
@@ -599,6 +625,7 @@ type options struct {
 
 type budgets struct {
 	maxPhaseCycles, maxDuplicateAttempts, maxToolsPerToolPhase int
+	agentMaxPhaseCycles                                        int
 }
 
 // command is what parseOptions parses the arguments of: the gateway, or
@@ -675,6 +702,9 @@ func parseOptions(cmd command, args []string, getenv func(string) string, stdout
 		if fv, in := fc.scalars[s.key()]; in {
 			v = fv
 		}
+		if av, ok := aliasValue(s, fc, getenv, v); ok {
+			v = av
+		}
 		if ev := getenv(s.env); ev != "" {
 			v = value{raw: ev, src: source{from: fromEnv}}
 		}
@@ -682,6 +712,9 @@ func parseOptions(cmd command, args []string, getenv func(string) string, stdout
 			v = value{raw: flags[s.env].raw, src: source{from: fromFlag}}
 		}
 		values[s.env] = v
+	}
+	if err := aliasConflicts(fc, getenv); err != nil {
+		return options{}, err
 	}
 	if values["LISTEN_ADDR"].src.from == fromDefault {
 		if port := getenv("PORT"); port != "" {
@@ -691,6 +724,46 @@ func parseOptions(cmd command, args []string, getenv func(string) string, stdout
 	}
 	o, err := resolve(values, fc)
 	return o, errors.Join(fileErr, err)
+}
+
+// aliasValue is the value setting s was given under an alias, in the
+// file or the environment, when it outranks v (the value from the file
+// under the setting's own name, or the default): the environment outranks
+// the file, and the setting's own name outranks its alias in the same
+// place.
+func aliasValue(s setting, fc fileConfig, getenv func(string) string, v value) (value, bool) {
+	for alias, name := range aliases {
+		if name != s.env {
+			continue
+		}
+		if ev := getenv(alias); ev != "" {
+			return value{raw: ev, src: source{from: fromEnv, alias: alias}}, true
+		}
+		if fv, in := fc.scalars[strings.ToLower(alias)]; in && v.src.from == fromDefault {
+			fv.src.alias = alias
+			return fv, true
+		}
+	}
+	return value{}, false
+}
+
+// aliasConflicts reports a setting given under its own name and an alias
+// with different values, in the environment or in the file.
+func aliasConflicts(fc fileConfig, getenv func(string) string) error {
+	var errs []error
+	for _, alias := range slices.Sorted(maps.Keys(aliases)) {
+		name := aliases[alias]
+		if a, n := getenv(alias), getenv(name); a != "" && n != "" && a != n {
+			errs = append(errs, fmt.Errorf("%s=%s and %s=%s name the same setting (%s is the older name of %s): set one", alias, a, name, n, alias, name))
+		}
+		a, aok := fc.scalars[strings.ToLower(alias)]
+		n, nok := fc.scalars[strings.ToLower(name)]
+		if aok && nok && a.raw != n.raw {
+			errs = append(errs, fmt.Errorf("%s:%d: %s and %s name the same setting (%s is the older name of %s): set one", fc.path, a.src.line,
+				strings.ToLower(alias), strings.ToLower(name), strings.ToLower(alias), strings.ToLower(name)))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // flagError rewords the flag package's errors with the flag as typed
@@ -784,6 +857,7 @@ func resolve(v map[string]value, fc fileConfig) (options, error) {
 	r := &resolver{v: v}
 	o := r.options()
 	o.proxy = r.proxyConfig(&o)
+	o.proxy.GuardProfile = o.profile
 	r.providers(&o, fc)
 	o.tokens = tokens.DefaultConfig()
 	o.tokens.ContextWindow = r.num("CONTEXT_WINDOW")
@@ -795,6 +869,7 @@ func resolve(v map[string]value, fc fileConfig) (options, error) {
 	}
 	o.envelopeRetries = r.num("MAX_ENVELOPE_RETRIES")
 	o.proxy.Envelopes = fc.envelopes.rules
+	o.proxy.GuardProfiles = fc.guard.profiles
 	if len(fc.envelopes.phases) > 0 {
 		set, err := envelope.NewSet(fc.envelopes.phases)
 		if err != nil {
@@ -926,9 +1001,11 @@ func (r *resolver) options() options {
 		defaultProtocol: r.choice("DEFAULT_PROTOCOL"),
 		planTools:       list(v["PLAN_TOOLS"].raw),
 		repeatableTools: list(v["REPEATABLE_TOOLS"].raw),
+		profile:         protocol.Profile(r.choice("GUARD_PROFILE")),
 		budgets: budgets{
 			maxPhaseCycles:       r.num("MAX_PHASE_CYCLES"),
 			maxDuplicateAttempts: r.num("MAX_DUPLICATE_ATTEMPTS"),
+			agentMaxPhaseCycles:  r.num("AGENT_MAX_PHASE_CYCLES"),
 		},
 	}
 	if r.choice("MAX_TOOLS_PER_TOOL_PHASE") == "1" {

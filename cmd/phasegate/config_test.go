@@ -115,7 +115,7 @@ func TestDefaults(t *testing.T) {
 	if !o.twoStage || o.defaultProtocol != proxy.ProtocolTwoStage {
 		t.Errorf("two-stage = %v, default protocol %q; want on, two-stage", o.twoStage, o.defaultProtocol)
 	}
-	if want := (budgets{3, 3, 1}); o.budgets != want {
+	if want := (budgets{3, 3, 1, 60}); o.budgets != want {
 		t.Errorf("budgets = %+v, want %+v", o.budgets, want)
 	}
 }
@@ -199,7 +199,7 @@ func TestInvalid(t *testing.T) {
 		{name: "URL without host", env: map[string]string{"OPENAI_BASE_URL": "https://"}, wantIn: "OPENAI_BASE_URL=https://: must be"},
 		{name: "bad URL in the file", file: "openai_base_url: not a url\n", wantIn: `:2: openai_base_url: "not a url": must be an http:// or https:// URL`},
 		{name: "negative budget", env: map[string]string{"MAX_PHASE_CYCLES": "-1"}, wantIn: "MAX_PHASE_CYCLES=-1: must be a whole number of 1 or more"},
-		{name: "negative budget by flag", args: []string{"--max-duplicate-attempts=-2"}, wantIn: "--max-duplicate-attempts=-2: must be a whole number of 0 or more"},
+		{name: "negative budget by flag", args: []string{"--max-duplicate-attempts=-2"}, wantIn: "--max-duplicate-attempts=-2: must be a whole number of 1 or more"},
 		{name: "negative budget in the file", file: "max_phase_cycles: -3\n", wantIn: ":2: max_phase_cycles: -3: must be a whole number of 1 or more"},
 		{name: "zero cycles", env: map[string]string{"MAX_PHASE_CYCLES": "0"}, wantIn: "MAX_PHASE_CYCLES=0: must be a whole number of 1 or more"},
 		{name: "budget not a number", env: map[string]string{"MAX_DUPLICATE_ATTEMPTS": "three"}, wantIn: "MAX_DUPLICATE_ATTEMPTS=three: must be a whole number"},
@@ -452,7 +452,7 @@ func TestErrorsOnce(t *testing.T) {
 		path + ":3: unknown key log_leve; did you mean log_level?",
 		"--request-timeout=forever: must be a duration of 0 or more, with a unit: 500ms, 30s, 2m, 1h",
 		path + ":1: max_phase_cycles: -1: must be a whole number of 1 or more",
-		"MAX_DUPLICATE_ATTEMPTS=-1: must be a whole number of 0 or more",
+		"MAX_DUPLICATE_ATTEMPTS=-1: must be a whole number of 1 or more",
 		path + ":4: upstream_idle_timeout: 5: must be a duration of 0 or more, with a unit: 500ms, 30s, 2m, 1h (5s for seconds)",
 	}
 	slices.Sort(got)

@@ -30,6 +30,9 @@ type strayVariable struct {
 // another program's, and left alone.
 func strayVariables(env []string) []strayVariable {
 	known := []string{"CONFIG", "PORT"}
+	for alias := range aliases {
+		known = append(known, alias)
+	}
 	prefixes := map[string]bool{}
 	for _, s := range settings {
 		known = append(known, s.env)
@@ -81,7 +84,8 @@ func logStart(log *slog.Logger, o options, addr net.Addr) {
 	}
 	log.Info("guard budgets", "max_phase_cycles", o.budgets.maxPhaseCycles, "max_duplicate_attempts", o.budgets.maxDuplicateAttempts,
 		"max_tools_per_tool_phase", o.budgets.maxToolsPerToolPhase, "max_envelope_retries", o.envelopeRetries,
-		"repeatable_tools", o.repeatableTools, "plan_tools", o.planTools)
+		"repeatable_tools", o.repeatableTools, "plan_tools", o.planTools,
+		"guard_profile", o.profile, "agent_max_phase_cycles", o.budgets.agentMaxPhaseCycles)
 }
 
 // listenError is the error of a listener that could not open, naming the

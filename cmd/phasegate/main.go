@@ -286,6 +286,8 @@ func newHandler(ctx context.Context, o options, log *slog.Logger, tp *sdktrace.T
 			HideNotices:          !o.showNotices,
 			PlanTools:            o.planTools,
 			RepeatableTools:      o.repeatableTools,
+			Profile:              o.profile,
+			AgentMaxPhaseCycles:  o.budgets.agentMaxPhaseCycles,
 			Envelopes:            o.envelopes,
 			MaxEnvelopeRetries:   o.envelopeRetries,
 			Metrics:              m,
