@@ -156,17 +156,17 @@ var loops = []struct {
 	lead   []step // legitimate work before the loop starts
 	next   func(n int) step
 }{
-	{"cosmetic execute_code verification", "code-interpreter agents (LangChain, AutoGen style) on DeepSeek: after finishing, the model keeps verifying with execute_code calls that differ a little and print the same thing, for a hundred calls",
+	{"cosmetic execute_code verification", "NousResearch/hermes-agent issue 37255: deepseek-v4-pro, done with its task, verifies with about a hundred execute_code no-ops (print('done')) while its reasoning says it will stop",
 		bugFix()[:6], func(n int) step {
 			return code([]string{"print('done')", `print("done")`, "print('done')  # verify", "print( 'done' )\n", "print(\"done\")  # final check", "print('done');"}[n%6], "done\n")
 		}},
-	{"says it will stop, sends the same command", "CLI coding agents (Cline-style loops): the model writes 'let me stop this loop' and calls the same shell command again with the same output",
+	{"says it will stop, sends the same command", "QwenLM/qwen-code issue 4695: deepseek-v4-pro writes 'let me stop this loop and give a clear summary' and sends run_shell_command `git status --short` again, every round",
 		shellAgent()[:5], func(int) step { return sh("npm run build", "Error: Cannot find module 'x'") }},
-	{"install retried with a flag moved", "Python agents (Agents SDK, LangChain): a failing pip install retried forever with its flags reordered or quoted differently",
+	{"install retried with a flag moved", "gptme/gptme issue 3459: DeepSeek retries the same numpy install without acknowledging the result it got; here the flags move between tries",
 		nil, func(n int) step {
 			return sh([]string{"pip install -q -U torch==9.9", "pip install -U -q torch==9.9", "pip install torch==9.9 -q -U", "pip install 'torch==9.9' -U -q"}[n%4], "ERROR: No matching distribution found for torch==9.9")
 		}},
-	{"same search, punctuation and spacing changed", "research agents (AI SDK, LangGraph): a web search repeated with a trailing full stop, extra spaces or quotes, the same results each time",
+	{"same search, punctuation and spacing changed", "deepseek-ai/DeepSeek-V3 issue 301: a LangChain ReAct agent on deepseek-chat repeats its DuckDuckGo search indefinitely; here the query changes only in punctuation, spacing and quotes",
 		pagination()[:3], func(n int) step {
 			q := []string{"deepseek tool call loop fix", "deepseek tool call loop fix.", "  deepseek  tool call loop fix ", `"deepseek tool call loop fix"`}[n%4]
 			return call("web_search", fmt.Sprintf(`{"query":%q}`, q), "3 results: a, b, c")
