@@ -170,7 +170,7 @@ func (h *Handler) followEnded(ctx context.Context, id string, last int, err erro
 	case errors.Is(err, errFollowLimit):
 		h.log.Info("resume reached its time limit before the stream ended", "request_id", id, "after", last)
 		return &chat.Error{Status: http.StatusRequestTimeout, Type: chat.TypeTimeout, Code: "resume_timeout",
-			Message: "this resume followed the stream for as long as one may (REQUEST_TIMEOUT); resume again with starting_after=" + strconv.Itoa(last) + " for the rest"}
+			Message: "this resume followed the stream for as long as one may (REQUEST_TIMEOUT, or RESUME_TTL without it); resume again with starting_after=" + strconv.Itoa(last) + " for the rest"}
 	case errors.Is(err, store.ErrNotFound):
 		h.metrics.StoreFailed(metrics.StoreResume)
 		h.log.Warn("the log of a stream expired under its resume", "request_id", id, "after", last)
