@@ -40,7 +40,9 @@ func logGateway(t *testing.T, kind string, cfg proxy.Config, storeTTL time.Durat
 	var streams proxy.EventLog = store.NewMemoryStreams(storeTTL)
 	if kind == "redis" {
 		srv := redistest.Start(t)
-		r, err := store.OpenRedisFollowers(srv.URL, store.DefaultFollowers)
+		// REDIS_TIMEOUT is generous: these tests are about quiet
+		// streams, not a slow Redis, and a loaded machine is slow.
+		r, err := store.OpenRedisWith(srv.URL, store.RedisOptions{Followers: store.DefaultFollowers, Timeout: 2 * time.Second})
 		if err != nil {
 			t.Fatal(err)
 		}
