@@ -39,7 +39,7 @@ func TestFollowWritesEventsStoredBeforeTheEnd(t *testing.T) {
 	sw.start(nil)
 	fctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	if err := h.follow(fctx, sw, "x", 1, true); err != nil || fctx.Err() != nil {
+	if _, err := h.follow(fctx, sw, "x", 1, true, time.Time{}); err != nil || fctx.Err() != nil {
 		t.Fatalf("follow = %v (%v); want it to return once the stream ended", err, fctx.Err())
 	}
 	_ = sw.flush()

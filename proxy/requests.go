@@ -133,22 +133,54 @@ func (h *Handler) serveEvents(w http.ResponseWriter, r *http.Request, id string,
 		}
 	}
 	h.metrics.Resumable(metrics.ResumeReplayed)
-	ctx := r.Context()
+	var until time.Time
 	if d := h.followLimit(); d > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, d)
-		defer cancel()
+		until = time.Now().Add(d)
 	}
 	sw := newSSEWriter(w)
 	sw.coalesce = true // a batch read from the store is written at once
 	sw.start(http.Header{"X-Phasegate-Resumed-After": {strconv.Itoa(after)}})
 	_ = sw.rc.Flush() // the headers, before a wait for the first event
-	if err := h.follow(ctx, sw, h.streamKey(r, id), after, r.Header.Get("X-Phasegate-Event-Ids") == "true"); err != nil && ctx.Err() == nil {
-		h.metrics.StoreFailed(metrics.StoreResume)
-		h.log.Warn("resume ended early", "request_id", id, "error", err)
-		_ = sw.data(errResumeUnavailable.Body())
+	last, err := h.follow(r.Context(), sw, h.streamKey(r, id), after, r.Header.Get("X-Phasegate-Event-Ids") == "true", until)
+	if e := h.followEnded(r.Context(), id, last, err); e != nil {
+		// One ending, as every stream: the in-band error, then [DONE].
+		_ = sw.data(e.Body())
+		_ = sw.data([]byte(chat.Done))
 	}
 	_ = sw.flush()
+}
+
+// errFollowLimit ends a resume that followed a stream for followLimit.
+var errFollowLimit = errors.New("resume followed the stream for its time limit")
+
+// errResumeExpired is the in-band error a resume ends with when the log
+// of the stream it follows is forgotten before its end: the store lost it
+// (a Redis flushed or restarted) or was out of reach for RESUME_TTL.
+var errResumeExpired = &chat.Error{Status: http.StatusServiceUnavailable, Type: chat.TypeServer, Code: "resume_expired",
+	Message: "the events of this stream were forgotten before it ended (the shared store lost them, or was out of reach for RESUME_TTL); this resume ends here"}
+
+// followEnded returns the in-band error a resume that followed stream id
+// up to position last ends with, when err (what follow returned) cut it
+// short; nil when the stream's log ended (with [DONE] or its own error)
+// or the client left (ctx, the request's, is done).
+func (h *Handler) followEnded(ctx context.Context, id string, last int, err error) *chat.Error {
+	switch {
+	case ctx.Err() != nil:
+		return nil // nobody to tell
+	case errors.Is(err, errFollowLimit):
+		h.log.Info("resume reached its time limit before the stream ended", "request_id", id, "after", last)
+		return &chat.Error{Status: http.StatusRequestTimeout, Type: chat.TypeTimeout, Code: "resume_timeout",
+			Message: "this resume followed the stream for as long as one may (REQUEST_TIMEOUT, or RESUME_TTL without it); resume again with starting_after=" + strconv.Itoa(last) + " for the rest"}
+	case errors.Is(err, store.ErrNotFound):
+		h.metrics.StoreFailed(metrics.StoreResume)
+		h.log.Warn("the log of a stream expired under its resume", "request_id", id, "after", last)
+		return errResumeExpired
+	case err != nil:
+		h.metrics.StoreFailed(metrics.StoreResume)
+		h.log.Warn("resume ended early", "request_id", id, "error", err)
+		return errResumeUnavailable
+	}
+	return nil
 }
 
 // serveFailed answers the resume of stream id, which failed before its
@@ -179,8 +211,12 @@ func (h *Handler) followLimit() time.Duration {
 }
 
 // follow writes the events of id after position after as they come,
-// until the stream ends, expires, or ctx is done.
-func (h *Handler) follow(ctx context.Context, sw *sseWriter, id string, after int, ids bool) error {
+// until the stream ends, its log expires (store.ErrNotFound), until
+// passes (errFollowLimit; zero: no limit) or ctx is done; it returns the
+// position of the last event written. The limit is checked between
+// reads, each waiting no later than it, rather than put on ctx: a store
+// whose read a deadline cuts fails with its own error, not the limit's.
+func (h *Handler) follow(ctx context.Context, sw *sseWriter, id string, after int, ids bool, until time.Time) (int, error) {
 	// write writes evs; false when the client left.
 	write := func(evs []store.Event) bool {
 		for _, ev := range evs {
@@ -194,22 +230,27 @@ func (h *Handler) follow(ctx context.Context, sw *sseWriter, id string, after in
 		return sw.flush() == nil
 	}
 	for ctx.Err() == nil {
-		evs, ended, err := h.streams.Read(ctx, id, after, followWait)
+		wait := followWait
+		if !until.IsZero() {
+			left := time.Until(until)
+			if left <= 0 {
+				return after, errFollowLimit
+			}
+			wait = min(wait, left)
+		}
+		evs, ended, err := h.streams.Read(ctx, id, after, wait)
 		if err != nil {
-			return err
+			return after, err
 		}
 		if !write(evs) || ended {
-			return nil // the client left, or the stream ended
+			return after, nil // the client left, or the stream ended
 		}
 		if len(evs) != 0 {
 			continue
 		}
 		info, err := h.streams.Info(ctx, id)
-		if errors.Is(err, store.ErrNotFound) {
-			return nil // expired
-		}
 		if err != nil {
-			return err
+			return after, err // store.ErrNotFound: expired
 		}
 		if info.Ended {
 			// The stream ended after the read above: its last events
@@ -218,13 +259,13 @@ func (h *Handler) follow(ctx context.Context, sw *sseWriter, id string, after in
 			// starting_after beyond it) it returns none.
 			evs, _, err := h.streams.Read(ctx, id, after, time.Millisecond)
 			if err != nil {
-				return err
+				return after, err
 			}
 			write(evs)
-			return nil
+			return after, nil
 		}
 	}
-	return nil
+	return after, ctx.Err()
 }
 
 // serveCancel cancels stream id: its upstream stops on whichever replica

@@ -348,22 +348,27 @@ func (r *eventRecorder) run() {
 	var failingSince time.Time
 	broken := false
 	batch := make([]store.Event, 0, appendBatch)
-	for ev := range r.ch {
-		batch = r.collect(append(batch[:0], ev))
+	keep := time.NewTicker(r.keepEvery())
+	defer keep.Stop()
+	for {
+		var more bool
+		batch, more = r.next(batch[:0], keep.C)
+		if !more {
+			break
+		}
 		if broken {
 			continue
 		}
 		pending = append(pending, batch...)
 		start := time.Now()
-		err := r.append(ctx, pending, false)
+		err := r.append(ctx, pending, false) // none: keeps the log
+		keep.Reset(r.keepEvery())
 		if err == nil {
 			pending, failingSince = pending[:0], time.Time{}
 			continue
 		}
-		if errors.Is(err, store.ErrFull) {
-			broken, r.lost = true, errResumeMemoryFull
-			r.h.metrics.Resumable(metrics.ResumeMemoryFull)
-			r.log.Warn("the events kept of resumable streams reached RESUME_MEMORY_BYTES; the rest of this stream cannot be resumed")
+		if r.lostTo(err) {
+			broken = true
 			continue
 		}
 		if failingSince.IsZero() {
@@ -375,18 +380,8 @@ func (r *eventRecorder) run() {
 		}
 	}
 	if r.failStatus != 0 {
-		deadline := time.Now().Add(storeRetryFor)
-		for {
-			err := r.h.streams.Fail(ctx, r.id, r.failStatus, r.failBody)
-			if err == nil {
-				return
-			}
-			if time.Now().After(deadline) {
-				r.gaveUp()
-				return
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
+		r.fail(ctx)
+		return
 	}
 	if !broken {
 		if failingSince.IsZero() {
@@ -399,6 +394,9 @@ func (r *eventRecorder) run() {
 			r.gaveUp()
 		}
 	}
+	if r.lost == errResumeExpired {
+		return // no log left to end
+	}
 	// The log misses events: it ends with an error after those it has.
 	lost := r.lost
 	if lost == nil {
@@ -406,6 +404,49 @@ func (r *eventRecorder) run() {
 	}
 	r.n++
 	r.appendRetrying(ctx, []store.Event{{N: r.n, Data: lost.Body()}}, true, time.Now().Add(storeRetryFor))
+}
+
+// fail stores the error of a stream that failed before its first event,
+// sending it again after a failure for up to storeRetryFor.
+func (r *eventRecorder) fail(ctx context.Context) {
+	deadline := time.Now().Add(storeRetryFor)
+	for {
+		err := r.h.streams.Fail(ctx, r.id, r.failStatus, r.failBody)
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			r.gaveUp()
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// lostTo reports whether err means the store takes no more of this
+// stream's events: its memory is full (RESUME_MEMORY_BYTES), or it
+// forgot the log. It notes why in r.lost, once.
+func (r *eventRecorder) lostTo(err error) bool {
+	why := errResumeMemoryFull
+	switch {
+	case errors.Is(err, store.ErrFull):
+	case errors.Is(err, store.ErrNotFound):
+		why = errResumeExpired
+	default:
+		return false
+	}
+	if r.lost != nil {
+		return true
+	}
+	r.lost = why
+	if why == errResumeExpired {
+		r.h.metrics.StoreFailed(metrics.StoreResume)
+		r.log.Warn("the shared store forgot the events of a running stream; the rest of it cannot be resumed")
+		return true
+	}
+	r.h.metrics.Resumable(metrics.ResumeMemoryFull)
+	r.log.Warn("the events kept of resumable streams reached RESUME_MEMORY_BYTES; the rest of this stream cannot be resumed")
+	return true
 }
 
 // errResumeIncomplete is the in-band error a resume ends with when the
@@ -431,19 +472,15 @@ func (r *eventRecorder) gaveUp() {
 }
 
 // appendRetrying stores batch, sending it again after a failure until
-// deadline; true when it was stored. A store that is full is not asked
-// again.
+// deadline; true when it was stored. A store that is full, or forgot the
+// log, is not asked again.
 func (r *eventRecorder) appendRetrying(ctx context.Context, batch []store.Event, end bool, deadline time.Time) bool {
 	for {
 		err := r.append(ctx, batch, end)
 		if err == nil {
 			return true
 		}
-		if errors.Is(err, store.ErrFull) {
-			if r.lost == nil {
-				r.lost = errResumeMemoryFull
-				r.h.metrics.Resumable(metrics.ResumeMemoryFull)
-			}
+		if r.lostTo(err) {
 			return false
 		}
 		if time.Now().After(deadline) {
@@ -462,6 +499,30 @@ const (
 	appendBatch  = 256
 	appendLinger = 50 * time.Millisecond
 )
+
+// next waits for the stream's next events and adds them to batch; false
+// once the stream ended. A stream may be quiet for longer than RESUME_TTL
+// (a model that thinks, a held request): when keep ticks first, next
+// returns no event, and the empty append that follows keeps the log
+// another RESUME_TTL.
+func (r *eventRecorder) next(batch []store.Event, keep <-chan time.Time) ([]store.Event, bool) {
+	select {
+	case ev, ok := <-r.ch:
+		if !ok {
+			return batch, false
+		}
+		return r.collect(append(batch, ev)), true
+	case <-keep:
+		return batch, true
+	}
+}
+
+// keepEvery is how long the recorder lets the log of a quiet stream go
+// without an append: a third of RESUME_TTL, so two may fail before the
+// log expires.
+func (r *eventRecorder) keepEvery() time.Duration {
+	return max(r.h.cfg.Resume.TTL/3, time.Millisecond)
+}
 
 // collect adds to batch the events that come within appendLinger, up to
 // a batch's worth, or until the stream ends.
@@ -485,7 +546,7 @@ func (r *eventRecorder) collect(batch []store.Event) []store.Event {
 // append stores a batch.
 func (r *eventRecorder) append(ctx context.Context, batch []store.Event, end bool) error {
 	err := r.h.streams.Append(ctx, r.id, batch, end)
-	if err != nil && !errors.Is(err, store.ErrFull) {
+	if err != nil && !errors.Is(err, store.ErrFull) && !errors.Is(err, store.ErrNotFound) {
 		r.log.Debug("shared store failed to take events; they are sent again", "events", len(batch), "error", err)
 	}
 	return err

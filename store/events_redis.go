@@ -64,6 +64,9 @@ func (s *RedisStreams) Start(ctx context.Context, id, owner string) error {
 var appendScript = redis.NewScript(`
 local key, info = KEYS[1], KEYS[2]
 local ttl = tonumber(ARGV[1])
+if redis.call('EXISTS', info) == 0 then
+  return -1
+end
 if redis.call('HGET', info, 'ended') ~= '1' then
   local last = 0
   local top = redis.call('XREVRANGE', key, '+', '-', 'COUNT', 1)
@@ -93,7 +96,9 @@ return 0
 
 // Append adds events (numbered by the caller, in order) to stream id;
 // end marks its last. One round trip. Events at positions already stored
-// are skipped, so a batch may be sent again after a failure.
+// are skipped, so a batch may be sent again after a failure. An empty
+// batch keeps the stream for another ttl; a stream that expired is
+// ErrNotFound.
 func (s *RedisStreams) Append(ctx context.Context, id string, events []Event, end bool) error {
 	args := make([]any, 0, 2+3*len(events))
 	endArg := "0"
@@ -108,8 +113,12 @@ func (s *RedisStreams) Append(ctx context.Context, id string, events []Event, en
 		}
 		args = append(args, ev.N, ev.Data, phase)
 	}
-	if err := appendScript.Run(ctx, s.r.c, []string{streamKey + id, streamInfoKey + id}, args...).Err(); err != nil {
+	n, err := appendScript.Run(ctx, s.r.c, []string{streamKey + id, streamInfoKey + id}, args...).Int()
+	if err != nil {
 		return fmt.Errorf("append %d events to stream: %w", len(events), err)
+	}
+	if n < 0 {
+		return ErrNotFound // expired: a log is never made again without its owner
 	}
 	return nil
 }
