@@ -24,8 +24,10 @@ func TestMain(m *testing.M) {
 }
 
 // wait bounds every wait of these tests: long enough for a loaded CI
-// machine under -race, short enough that a hang fails instead of blocking.
-const wait = 10 * time.Second
+// machine under -race (a 16 MiB body through the gateway took over 10 s
+// on two cores busy with other builds), short enough that a hang fails
+// instead of blocking.
+const wait = 30 * time.Second
 
 // testModel is routed to the "openai" provider by the default rules.
 const testModel = "gpt-test"
