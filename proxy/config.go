@@ -315,6 +315,15 @@ func (c Config) Validate() error {
 	bad := func(format string, args ...any) {
 		errs = append(errs, fmt.Errorf("%w: "+format, append([]any{ErrInvalidConfig}, args...)...))
 	}
+	c.validateProviders(bad)
+	c.validateKeys(bad)
+	c.validateAccess(bad)
+	c.validateBounds(bad)
+	return errors.Join(errs...)
+}
+
+// validateProviders checks the providers and the routes to them.
+func (c Config) validateProviders(bad func(format string, args ...any)) {
 	if len(c.Providers) == 0 {
 		bad("no provider configured")
 	}
@@ -339,21 +348,11 @@ func (c Config) Validate() error {
 			bad("route %q names provider %q, which is not configured", r.Pattern, r.Provider)
 		}
 	}
-	if c.MaxBodyBytes < 0 {
-		bad("MAX_BODY_BYTES must not be negative")
-	}
-	c.validateAccess(bad)
-	if c.MaxEventBytes < 0 {
-		bad("MAX_EVENT_BYTES must not be negative")
-	}
-	if c.MaxInflightBytes < 0 {
-		bad("MAX_INFLIGHT_BYTES must not be negative")
-	} else if c.MaxInflightBytes > 0 && c.MaxInflightBytes < InflightFactor*c.MaxBodyBytes {
-		bad("MAX_INFLIGHT_BYTES (%d) must be at least %d times MAX_BODY_BYTES (%d): a body of the largest size could never be served", c.MaxInflightBytes, InflightFactor, c.MaxBodyBytes)
-	}
-	if c.Timeouts.Body < 0 {
-		bad("BODY_READ_TIMEOUT must not be negative")
-	}
+}
+
+// validateKeys checks the client keys, and that with them every provider
+// has a key of the gateway's.
+func (c Config) validateKeys(bad func(format string, args ...any)) {
 	seen := map[Secret]bool{}
 	for i, k := range c.ClientKeys {
 		switch {
@@ -370,6 +369,24 @@ func (c Config) Validate() error {
 				bad("provider %q has no API key: with client keys (PHASEGATE_API_KEYS) the client's Authorization is the gateway's and is never passed upstream", p.Name)
 			}
 		}
+	}
+}
+
+// validateBounds checks the sizes, rates, retries and timeouts.
+func (c Config) validateBounds(bad func(format string, args ...any)) {
+	if c.MaxBodyBytes < 0 {
+		bad("MAX_BODY_BYTES must not be negative")
+	}
+	if c.MaxEventBytes < 0 {
+		bad("MAX_EVENT_BYTES must not be negative")
+	}
+	if c.MaxInflightBytes < 0 {
+		bad("MAX_INFLIGHT_BYTES must not be negative")
+	} else if c.MaxInflightBytes > 0 && c.MaxInflightBytes < InflightFactor*c.MaxBodyBytes {
+		bad("MAX_INFLIGHT_BYTES (%d) must be at least %d times MAX_BODY_BYTES (%d): a body of the largest size could never be served", c.MaxInflightBytes, InflightFactor, c.MaxBodyBytes)
+	}
+	if c.Timeouts.Body < 0 {
+		bad("BODY_READ_TIMEOUT must not be negative")
 	}
 	for name, n := range map[string]int{"RATE_LIMIT_KEY_RPM": c.RateLimits.KeyRequests, "RATE_LIMIT_KEY_TPM": c.RateLimits.KeyTokens,
 		"RATE_LIMIT_PROJECT_RPM": c.RateLimits.ProjectRequests, "RATE_LIMIT_PROJECT_TPM": c.RateLimits.ProjectTokens,
@@ -392,7 +409,6 @@ func (c Config) Validate() error {
 			bad("%s must not be negative", name)
 		}
 	}
-	return errors.Join(errs...)
 }
 
 // validateAccess checks the settings of who may reach what: the

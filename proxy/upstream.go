@@ -69,18 +69,9 @@ type upstream struct {
 
 // Send implements protocol.Upstream.
 func (u *upstream) Send(ctx context.Context, req *chat.Request) (*protocol.Response, error) {
-	body := req.Encode()
-	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, endpoint(u.provider.BaseURL, "/chat/completions"), bytes.NewReader(body))
+	hreq, err := u.newRequest(ctx, req)
 	if err != nil {
-		return nil, fmt.Errorf("build upstream request: %w", err)
-	}
-	u.setHeaders(hreq.Header)
-	if u.propagator != nil {
-		u.propagator.Inject(ctx, propagation.HeaderCarrier(hreq.Header))
-	}
-	hreq.Header.Set("Content-Type", "application/json")
-	if req.Stream {
-		hreq.Header.Set("Accept", "text/event-stream")
+		return nil, err
 	}
 
 	// Streams get a watchdog: the first-byte bound until the first event,
@@ -119,15 +110,7 @@ func (u *upstream) Send(ctx context.Context, req *chat.Request) (*protocol.Respo
 	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		defer stop()
-		defer resp.Body.Close()
-		if isRedirect(resp.StatusCode) {
-			return nil, redirectError(resp.StatusCode)
-		}
-		b, rerr := io.ReadAll(io.LimitReader(resp.Body, u.cfg.MaxResponseBytes))
-		if rerr != nil {
-			return nil, upstreamCallError(ctx, rerr)
-		}
-		return nil, &protocol.UpstreamError{Status: resp.StatusCode, Header: responseHeader(resp.Header), Body: b}
+		return nil, u.failed(ctx, resp)
 	}
 	out := &protocol.Response{Status: resp.StatusCode, Header: responseHeader(resp.Header)}
 	if !req.Stream || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
@@ -154,6 +137,39 @@ func (u *upstream) Send(ctx context.Context, req *chat.Request) (*protocol.Respo
 	}
 	out.Events = u.events(ctx, body2, wd, &ended)
 	return out, nil
+}
+
+// newRequest builds the upstream request of req: its body, the client's
+// headers that pass, the provider's key, the trace context.
+func (u *upstream) newRequest(ctx context.Context, req *chat.Request) (*http.Request, error) {
+	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, endpoint(u.provider.BaseURL, "/chat/completions"), bytes.NewReader(req.Encode()))
+	if err != nil {
+		return nil, fmt.Errorf("build upstream request: %w", err)
+	}
+	u.setHeaders(hreq.Header)
+	if u.propagator != nil {
+		u.propagator.Inject(ctx, propagation.HeaderCarrier(hreq.Header))
+	}
+	hreq.Header.Set("Content-Type", "application/json")
+	if req.Stream {
+		hreq.Header.Set("Accept", "text/event-stream")
+	}
+	return hreq, nil
+}
+
+// failed is the error of an answer whose status is not 2xx, its body
+// read and closed: a redirect is the gateway's own error, never relayed;
+// any other keeps the upstream's status, allowed headers and body.
+func (u *upstream) failed(ctx context.Context, resp *http.Response) error {
+	defer resp.Body.Close()
+	if isRedirect(resp.StatusCode) {
+		return redirectError(resp.StatusCode)
+	}
+	b, err := io.ReadAll(io.LimitReader(resp.Body, u.cfg.MaxResponseBytes))
+	if err != nil {
+		return upstreamCallError(ctx, err)
+	}
+	return &protocol.UpstreamError{Status: resp.StatusCode, Header: responseHeader(resp.Header), Body: b}
 }
 
 // firstByte is how long this call may wait for its first byte: the
