@@ -2,7 +2,6 @@ package tools
 
 import (
 	"encoding/json"
-	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -53,34 +52,9 @@ func formOf(projectID, name string, args map[string]any) Form {
 	return Form(appendForm(b, args))
 }
 
-func appendForm(b []byte, v any) []byte {
-	switch v := v.(type) {
-	case map[string]any:
-		b = append(b, '{')
-		for i, k := range slices.Sorted(maps.Keys(v)) {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			b = appendString(b, k)
-			b = append(b, ':')
-			b = appendForm(b, v[k])
-		}
-		return append(b, '}')
-	case []any:
-		b = append(b, '[')
-		for i, e := range v {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			b = appendForm(b, e)
-		}
-		return append(b, ']')
-	case string:
-		return appendStringForm(b, v)
-	default:
-		return appendCanonical(b, v)
-	}
-}
+// appendForm appends the form of a value decoded with UseNumber: its
+// canonical JSON, but for strings, which are written by appendStringForm.
+func appendForm(b []byte, v any) []byte { return appendTree(b, v, appendStringForm) }
 
 // appendStringForm writes the form of a string value: the number or
 // boolean it spells, else its words.

@@ -118,7 +118,12 @@ func jsonKind(v any) string {
 
 // appendCanonical appends the canonical JSON text of a value decoded with
 // UseNumber. The text is itself valid JSON and its own canonical form.
-func appendCanonical(b []byte, v any) []byte {
+func appendCanonical(b []byte, v any) []byte { return appendTree(b, v, appendString) }
+
+// appendTree appends a value decoded with UseNumber as canonical JSON:
+// object keys sorted, numbers canonical, no insignificant white space;
+// each string value is written by str.
+func appendTree(b []byte, v any, str func([]byte, string) []byte) []byte {
 	switch v := v.(type) {
 	case map[string]any:
 		b = append(b, '{')
@@ -128,7 +133,7 @@ func appendCanonical(b []byte, v any) []byte {
 			}
 			b = appendString(b, k)
 			b = append(b, ':')
-			b = appendCanonical(b, v[k])
+			b = appendTree(b, v[k], str)
 		}
 		return append(b, '}')
 	case []any:
@@ -137,11 +142,11 @@ func appendCanonical(b []byte, v any) []byte {
 			if i > 0 {
 				b = append(b, ',')
 			}
-			b = appendCanonical(b, e)
+			b = appendTree(b, e, str)
 		}
 		return append(b, ']')
 	case string:
-		return appendString(b, v)
+		return str(b, v)
 	case json.Number:
 		return appendNumber(b, string(v))
 	case bool:
