@@ -69,7 +69,14 @@ func recordedGateway(t *testing.T, key proxy.Secret, cfg proxy.Config) (*recordi
 // body.
 func exchange(t *testing.T, gw *httptest.Server, request string) (*http.Response, []byte) {
 	t.Helper()
-	conn, err := net.DialTimeout("tcp", gw.Listener.Addr().String(), wait)
+	return exchangeWith(t, gw.Listener.Addr().String(), request)
+}
+
+// exchangeWith writes request on a new connection to addr and returns the
+// answer and its body.
+func exchangeWith(t *testing.T, addr, request string) (*http.Response, []byte) {
+	t.Helper()
+	conn, err := net.DialTimeout("tcp", addr, wait)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,14 +1,10 @@
 package proxy_test
 
 import (
-	"bufio"
-	"io"
-	"net"
 	"net/http"
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/phasegate/phasegate/proxy/proxytest"
 	"github.com/phasegate/phasegate/sim"
@@ -82,24 +78,10 @@ func chunked(s string) string {
 	return strconv.FormatInt(int64(len(s)), 16) + "\r\n" + s + "\r\n0\r\n\r\n"
 }
 
-// rawRequest writes request on a new connection and returns the answer,
-// its body read.
+// rawRequest writes request on a new connection to addr and returns the
+// answer, its body read.
 func rawRequest(t *testing.T, addr, request string) *http.Response {
 	t.Helper()
-	conn, err := net.DialTimeout("tcp", addr, wait)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	_ = conn.SetDeadline(time.Now().Add(wait))
-	if _, err := conn.Write([]byte(request)); err != nil {
-		t.Fatal(err)
-	}
-	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
-	if err != nil {
-		t.Fatalf("read answer: %v", err)
-	}
-	defer resp.Body.Close()
-	_, _ = io.Copy(io.Discard, resp.Body)
+	resp, _ := exchangeWith(t, addr, request)
 	return resp
 }
