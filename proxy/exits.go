@@ -203,15 +203,18 @@ func redirectError(status int) error {
 func isRedirect(status int) bool { return status >= 300 && status <= 399 }
 
 // passBack prepares a pass-through answer for the client: a redirect is
-// an error; any other keeps only the headers of passedBack; an error
-// body is read whole (up to max bytes) and redacted, so that no secret
-// straddles two of the proxy's writes.
+// an error; any other keeps only the headers of passedBack and none of
+// its trailers (see noTrailers); an error body is read whole (up to max
+// bytes) and redacted, so that no secret straddles two of the proxy's
+// writes.
 func passBack(resp *http.Response, r *redact.Redactor, max int64) error {
 	if isRedirect(resp.StatusCode) {
 		resp.Body.Close()
 		return redirectError(resp.StatusCode)
 	}
 	resp.Header = responseHeader(resp.Header)
+	resp.Trailer = nil
+	resp.Body = noTrailers{ReadCloser: resp.Body, resp: resp}
 	if resp.StatusCode < 300 {
 		if resp.ContentLength >= 0 {
 			resp.Header.Set("Content-Length", strconv.FormatInt(resp.ContentLength, 10))
@@ -227,4 +230,22 @@ func passBack(resp *http.Response, r *redact.Redactor, max int64) error {
 	resp.Body, resp.ContentLength = io.NopCloser(bytes.NewReader(b)), int64(len(b))
 	resp.Header.Set("Content-Length", strconv.Itoa(len(b)))
 	return nil
+}
+
+// noTrailers is the body of a pass-through answer whose trailers stay
+// behind: the transport fills resp.Trailer in when it reads the end of
+// the body, announced or not, and httputil.ReverseProxy relays what it
+// finds there as it came, unredacted. No trailer is in passedBack, so
+// each is dropped as the end is read.
+type noTrailers struct {
+	io.ReadCloser
+	resp *http.Response
+}
+
+func (b noTrailers) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err != nil {
+		b.resp.Trailer = nil
+	}
+	return n, err
 }

@@ -1,0 +1,67 @@
+package proxy_test
+
+import (
+	"bytes"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"testing"
+	"time"
+)
+
+// wire writes request on a new connection to srv (which it asks to close)
+// and returns every byte the gateway answered, headers, body and trailers.
+func wire(t *testing.T, srv *httptest.Server, request string) []byte {
+	t.Helper()
+	conn, err := net.DialTimeout("tcp", srv.Listener.Addr().String(), wait)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(wait))
+	if _, err := conn.Write([]byte(request)); err != nil {
+		t.Fatal(err)
+	}
+	b, err := io.ReadAll(conn)
+	if err != nil {
+		t.Fatalf("read answer: %v", err)
+	}
+	return b
+}
+
+// TestUpstreamTrailersNotRelayed: an upstream that echoes the gateway's
+// key in a trailer, announced or not, on a success or an error of a
+// pass-through endpoint, gets no byte of it to the client. No trailer of
+// an upstream's is relayed: none is in the response allowlist.
+func TestUpstreamTrailersNotRelayed(t *testing.T) {
+	t.Parallel()
+	const key = "gsk_trailer0123456789abcdefXYZ"
+	for _, status := range []int{http.StatusOK, http.StatusInternalServerError} {
+		t.Run(strconv.Itoa(status), func(t *testing.T) {
+			t.Parallel()
+			usrv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("Content-Type", "application/json")
+				w.Header().Set("Trailer", "X-Echo")
+				w.WriteHeader(status)
+				_, _ = io.WriteString(w, `{"object":"list","data":[]}`)
+				w.Header().Set("X-Echo", r.Header.Get("Authorization"))
+				w.Header().Set(http.TrailerPrefix+"X-Late", r.Header.Get("Authorization"))
+			}))
+			t.Cleanup(usrv.Close)
+			cfg := config(usrv)
+			cfg.Providers[0].APIKey = key
+			gw := newGateway(t, cfg)
+			body := `{"model":"m","input":"x"}`
+			got := wire(t, gw, "POST /v1/embeddings HTTP/1.1\r\nHost: gw\r\nConnection: close\r\nContent-Type: application/json\r\n"+
+				"Content-Length: "+strconv.Itoa(len(body))+"\r\n\r\n"+body)
+			if !bytes.HasPrefix(got, []byte("HTTP/1.1 "+strconv.Itoa(status))) {
+				t.Fatalf("answer %q, want status %d", got, status)
+			}
+			if bytes.Contains(got, []byte("trailer0123456789")) || bytes.Contains(bytes.ToLower(got), []byte("x-late")) {
+				t.Errorf("the upstream's trailer reached the client:\n%s", got)
+			}
+		})
+	}
+}
