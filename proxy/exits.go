@@ -183,13 +183,33 @@ func allowed(in http.Header, list []string) http.Header {
 	return out
 }
 
+// listed reports whether header k is named in list. What follows a
+// prefix must be words (see words): a name is not redacted, and an
+// upstream that writes a key into one ("X-Ratelimit-Sk-…") must not get it
+// past the prefix.
 func listed(list []string, k string) bool {
 	for _, name := range list {
-		if k == name || strings.HasSuffix(name, "-") && strings.HasPrefix(k, name) {
+		if k == name || strings.HasSuffix(name, "-") && strings.HasPrefix(k, name) && words(k[len(name):]) {
 			return true
 		}
 	}
 	return false
+}
+
+// words reports whether s is one to four words of letters, each at most
+// 16 long, joined by '-' ("Remaining-Requests"): the names of the headers
+// a prefix admits, and never a key, which has digits or is longer.
+func words(s string) bool {
+	ws := strings.Split(s, "-")
+	if len(ws) > 4 {
+		return false
+	}
+	for _, w := range ws {
+		if w == "" || len(w) > 16 || strings.TrimFunc(w, func(c rune) bool { return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' }) != "" {
+			return false
+		}
+	}
+	return true
 }
 
 // redirectError is an upstream's answer with a redirect status: an

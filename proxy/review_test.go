@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 )
@@ -61,6 +62,56 @@ func TestUpstreamTrailersNotRelayed(t *testing.T) {
 			}
 			if bytes.Contains(got, []byte("trailer0123456789")) || bytes.Contains(bytes.ToLower(got), []byte("x-late")) {
 				t.Errorf("the upstream's trailer reached the client:\n%s", got)
+			}
+		})
+	}
+}
+
+// TestKeyInUpstreamHeaderName: an upstream that writes the gateway's key
+// into the name of a header the allowlist admits by prefix
+// (X-Ratelimit-…) gets none of it to the client, on the chat route and a
+// pass-through, on success and failure. A DeepSeek key (sk- and 32
+// lower-case hex digits) survives Go's canonical spelling of header names
+// whole, and header names are not redacted; rate-limit header names are
+// words.
+func TestKeyInUpstreamHeaderName(t *testing.T) {
+	t.Parallel()
+	const key = "sk-0123456789abcdef0123456789abcdef"
+	for _, tt := range []struct{ name, path, body string }{
+		{"chat", "/v1/chat/completions", `{"model":"` + testModel + `","messages":[{"role":"user","content":"hi"}]}`},
+		{"pass-through", "/v1/embeddings", `{"model":"m","input":"x"}`},
+		{"chat failure", "/v1/chat/completions", `{"model":"` + testModel + `","messages":[{"role":"user","content":"fail"}]}`},
+		{"pass-through failure", "/v1/embeddings", `{"model":"m","input":"fail"}`},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			usrv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				body, _ := io.ReadAll(r.Body)
+				w.Header().Set("Content-Type", "application/json")
+				w.Header().Set("X-Ratelimit-Remaining-Requests", "99")
+				w.Header()["X-Ratelimit-"+strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")] = []string{"1"}
+				if bytes.Contains(body, []byte("fail")) {
+					w.WriteHeader(http.StatusBadRequest)
+					_, _ = io.WriteString(w, `{"error":{"message":"no","type":"invalid_request_error","param":null,"code":null}}`)
+					return
+				}
+				if strings.HasSuffix(r.URL.Path, "/embeddings") {
+					_, _ = io.WriteString(w, `{"object":"list","data":[]}`)
+					return
+				}
+				_, _ = io.WriteString(w, `{"id":"c1","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"fine"},"finish_reason":"stop"}]}`)
+			}))
+			t.Cleanup(usrv.Close)
+			cfg := config(usrv)
+			cfg.Providers[0].APIKey = key
+			gw := newGateway(t, cfg)
+			got := wire(t, gw, "POST "+tt.path+" HTTP/1.1\r\nHost: gw\r\nConnection: close\r\nContent-Type: application/json\r\n"+
+				"Content-Length: "+strconv.Itoa(len(tt.body))+"\r\n\r\n"+tt.body)
+			if !bytes.Contains(got, []byte("X-Ratelimit-Remaining-Requests: 99")) {
+				t.Fatalf("the upstream's rate-limit header did not reach the client:\n%s", got)
+			}
+			if bytes.Contains(bytes.ToLower(got), []byte("0123456789abcdef")) {
+				t.Errorf("the key in a header name reached the client:\n%s", got)
 			}
 		})
 	}
