@@ -59,6 +59,9 @@ func (h *Handler) servePassThrough(w http.ResponseWriter, r *http.Request) {
 			pr.Out.URL.RawPath = ""
 			pr.Out.Host = target.Host
 			pr.Out.Header = forwardHeader(pr.In.Header)
+			// The body read above goes with its length; a client's
+			// trailers would carry past forwardHeader what it keeps back.
+			pr.Out.Trailer, pr.Out.TransferEncoding = nil, nil
 			// The body goes on as it came, so its coding goes with it.
 			if ce := pr.In.Header.Values("Content-Encoding"); len(ce) > 0 {
 				pr.Out.Header["Content-Encoding"] = append([]string(nil), ce...)

@@ -116,3 +116,44 @@ func TestKeyInUpstreamHeaderName(t *testing.T) {
 		})
 	}
 }
+
+// TestClientTrailersNotForwarded: a client that sends, as trailers of a
+// chunked body, the headers the gateway does not forward with its own key
+// (OpenAI-Organization, Cookie, Api-Key) gets none of them to the
+// upstream: a pass-through sends the body it read, with its length and no
+// trailers.
+func TestClientTrailersNotForwarded(t *testing.T) {
+	t.Parallel()
+	type got struct {
+		trailer  http.Header
+		chunked  bool
+		announce string
+	}
+	seen := make(chan got, 1)
+	usrv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		announce := r.Header.Get("Trailer")
+		_, _ = io.Copy(io.Discard, r.Body)
+		seen <- got{trailer: r.Trailer, chunked: len(r.TransferEncoding) > 0, announce: announce}
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"object":"list","data":[]}`)
+	}))
+	t.Cleanup(usrv.Close)
+	cfg := config(usrv)
+	cfg.Providers[0].APIKey = "sk-gateway-0123456789"
+	gw := newGateway(t, cfg)
+	body := `{"model":"m","input":"x"}`
+	answer := wire(t, gw, "POST /v1/embeddings HTTP/1.1\r\nHost: gw\r\nConnection: close\r\nContent-Type: application/json\r\n"+
+		"Transfer-Encoding: chunked\r\nTrailer: Openai-Organization, Cookie, Api-Key\r\n\r\n"+
+		strconv.FormatInt(int64(len(body)), 16)+"\r\n"+body+"\r\n0\r\nOpenai-Organization: org-elsewhere\r\nCookie: session=1\r\nApi-Key: other-key\r\n\r\n")
+	if !bytes.HasPrefix(answer, []byte("HTTP/1.1 200")) {
+		t.Fatalf("answer %q, want 200", answer)
+	}
+	select {
+	case g := <-seen:
+		if len(g.trailer) > 0 || g.announce != "" || g.chunked {
+			t.Errorf("upstream got trailers %v (announced %q, chunked %v); want none, the body sent with its length", g.trailer, g.announce, g.chunked)
+		}
+	default:
+		t.Fatal("the upstream got no request")
+	}
+}
