@@ -224,9 +224,9 @@ func isRedirect(status int) bool { return status >= 300 && status <= 399 }
 
 // passBack prepares a pass-through answer for the client: a redirect is
 // an error; any other keeps only the headers of passedBack and none of
-// its trailers (see noTrailers); an error body is read whole (up to max
-// bytes) and redacted, so that no secret straddles two of the proxy's
-// writes.
+// its trailers (see noTrailers); an error body, and a short JSON success
+// (see redactShortBody), is read whole (up to max bytes) and redacted, so
+// that no secret straddles two of the proxy's writes.
 func passBack(resp *http.Response, r *redact.Redactor, max int64) error {
 	if isRedirect(resp.StatusCode) {
 		resp.Body.Close()
@@ -236,6 +236,9 @@ func passBack(resp *http.Response, r *redact.Redactor, max int64) error {
 	resp.Trailer = nil
 	resp.Body = noTrailers{ReadCloser: resp.Body, resp: resp}
 	if resp.StatusCode < 300 {
+		if strings.HasPrefix(resp.Header.Get("Content-Type"), "application/json") {
+			return redactShortBody(resp, r)
+		}
 		if resp.ContentLength >= 0 {
 			resp.Header.Set("Content-Length", strconv.FormatInt(resp.ContentLength, 10))
 		}
@@ -246,6 +249,37 @@ func passBack(resp *http.Response, r *redact.Redactor, max int64) error {
 	if err != nil {
 		return fmt.Errorf("read the upstream's error body: %w", err)
 	}
+	b = r.Bytes(b)
+	resp.Body, resp.ContentLength = io.NopCloser(bytes.NewReader(b)), int64(len(b))
+	resp.Header.Set("Content-Length", strconv.Itoa(len(b)))
+	return nil
+}
+
+// shortBody is the most of a 2xx JSON pass-through body read whole and
+// redacted: an error object some upstreams send with a 200 is far
+// shorter, an embedding is longer and is relayed as it comes.
+const shortBody = 64 << 10
+
+// redactShortBody redacts the body of resp, a 2xx JSON answer, when it
+// is at most shortBody long; a longer one goes on unscanned, its first
+// bytes put back in front of the rest.
+func redactShortBody(resp *http.Response, r *redact.Redactor) error {
+	b, err := io.ReadAll(io.LimitReader(resp.Body, shortBody+1))
+	if err != nil {
+		resp.Body.Close()
+		return fmt.Errorf("read the upstream's answer: %w", err)
+	}
+	if len(b) > shortBody {
+		resp.Body = struct {
+			io.Reader
+			io.Closer
+		}{io.MultiReader(bytes.NewReader(b), resp.Body), resp.Body}
+		if resp.ContentLength >= 0 {
+			resp.Header.Set("Content-Length", strconv.FormatInt(resp.ContentLength, 10))
+		}
+		return nil
+	}
+	resp.Body.Close()
 	b = r.Bytes(b)
 	resp.Body, resp.ContentLength = io.NopCloser(bytes.NewReader(b)), int64(len(b))
 	resp.Header.Set("Content-Length", strconv.Itoa(len(b)))

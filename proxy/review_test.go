@@ -1,6 +1,7 @@
 package proxy_test
 
 import (
+	"bufio"
 	"bytes"
 	"io"
 	"net"
@@ -155,5 +156,49 @@ func TestClientTrailersNotForwarded(t *testing.T) {
 		}
 	default:
 		t.Fatal("the upstream got no request")
+	}
+}
+
+// TestPassThroughSuccessWithErrorRedacted: some OpenAI-compatible
+// upstreams answer a failure with a 200 and an error object, quoting the
+// key; on a pass-through endpoint that body reaches the client redacted,
+// as on the chat route, while a long success body is relayed byte for
+// byte.
+func TestPassThroughSuccessWithErrorRedacted(t *testing.T) {
+	t.Parallel()
+	const key = "gsk_passok0123456789abcdefXYZ"
+	long := `{"object":"list","data":[{"embedding":[` + strings.Repeat("0.125,", 20000) + `0.5]}]}`
+	usrv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		w.Header().Set("Content-Type", "application/json; charset=utf-8")
+		if bytes.Contains(body, []byte("long")) {
+			_, _ = io.WriteString(w, long)
+			return
+		}
+		_, _ = io.WriteString(w, `{"error":{"message":"Incorrect API key provided: `+strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")+`","type":"invalid_request_error","code":"invalid_api_key"}}`)
+	}))
+	t.Cleanup(usrv.Close)
+	cfg := config(usrv)
+	cfg.Providers[0].APIKey = key
+	gw := newGateway(t, cfg)
+	send := func(input string) []byte {
+		body := `{"model":"m","input":"` + input + `"}`
+		return wire(t, gw, "POST /v1/embeddings HTTP/1.1\r\nHost: gw\r\nConnection: close\r\nContent-Type: application/json\r\n"+
+			"Content-Length: "+strconv.Itoa(len(body))+"\r\n\r\n"+body)
+	}
+	got := send("short")
+	if !bytes.HasPrefix(got, []byte("HTTP/1.1 200")) || !bytes.Contains(got, []byte("Incorrect API key provided: [redacted]")) {
+		t.Errorf("answer %q, want a 200 with the key redacted", got)
+	}
+	if bytes.Contains(got, []byte("0123456789abcdef")) {
+		t.Errorf("the key reached the client:\n%s", got)
+	}
+	// A body past the bound of what is read whole is relayed as it came.
+	resp, err := http.ReadResponse(bufio.NewReader(bytes.NewReader(send("long"))), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, err := io.ReadAll(resp.Body); err != nil || string(b) != long {
+		t.Errorf("the long success body was not relayed byte for byte (%d bytes, %v)", len(b), err)
 	}
 }
