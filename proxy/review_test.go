@@ -202,3 +202,43 @@ func TestPassThroughSuccessWithErrorRedacted(t *testing.T) {
 		t.Errorf("the long success body was not relayed byte for byte (%d bytes, %v)", len(b), err)
 	}
 }
+
+// TestUpstreamInformationalNotRelayed: an upstream that answers a
+// pass-through with a 1xx (103 Early Hints) before its answer gets none of
+// that response's headers past the allowlist (its OpenAI-Organization is
+// the operator's account, a Set-Cookie its own), and the answer keeps the
+// gateway's own headers.
+func TestUpstreamInformationalNotRelayed(t *testing.T) {
+	t.Parallel()
+	usrv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Openai-Organization", "org-operator-account")
+		w.Header().Set("Set-Cookie", "upstream-session=1")
+		w.Header().Set("Link", "</internal>; rel=preload")
+		w.WriteHeader(http.StatusEarlyHints)
+		w.Header().Del("Openai-Organization")
+		w.Header().Del("Set-Cookie")
+		w.Header().Del("Link")
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"object":"list","data":[]}`)
+	}))
+	t.Cleanup(usrv.Close)
+	cfg := config(usrv)
+	cfg.Providers[0].APIKey = "sk-gateway-0123456789"
+	gw := newGateway(t, cfg)
+	body := `{"model":"m","input":"x"}`
+	got := wire(t, gw, "POST /v1/embeddings HTTP/1.1\r\nHost: gw\r\nConnection: close\r\nX-Request-Id: client-id-7\r\nContent-Type: application/json\r\n"+
+		"Content-Length: "+strconv.Itoa(len(body))+"\r\n\r\n"+body)
+	for _, leak := range []string{"org-operator-account", "upstream-session", "/internal", "HTTP/1.1 103"} {
+		if bytes.Contains(got, []byte(leak)) {
+			t.Errorf("the client got %q:\n%s", leak, got)
+		}
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(bytes.NewReader(got)), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusOK || resp.Header.Get("X-Request-Id") != "client-id-7" || resp.Header.Get("X-Phasegate-Provider") != "openai" {
+		t.Errorf("answer %d with X-Request-Id %q, X-Phasegate-Provider %q; want 200, client-id-7, openai",
+			resp.StatusCode, resp.Header.Get("X-Request-Id"), resp.Header.Get("X-Phasegate-Provider"))
+	}
+}
