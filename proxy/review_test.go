@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -11,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/phasegate/phasegate/proxy"
 )
 
 // wire writes request on a new connection to srv (which it asks to close)
@@ -240,5 +243,35 @@ func TestUpstreamInformationalNotRelayed(t *testing.T) {
 	if resp.StatusCode != http.StatusOK || resp.Header.Get("X-Request-Id") != "client-id-7" || resp.Header.Get("X-Phasegate-Provider") != "openai" {
 		t.Errorf("answer %d with X-Request-Id %q, X-Phasegate-Provider %q; want 200, client-id-7, openai",
 			resp.StatusCode, resp.Header.Get("X-Request-Id"), resp.Header.Get("X-Phasegate-Provider"))
+	}
+}
+
+// panickyTransport panics with a value that is neither an error nor a
+// string, holding the headers of the request it was given (the key
+// among them): the shape of a library's panic that quotes its input.
+type panickyTransport struct{}
+
+func (panickyTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	panic(struct{ Header http.Header }{r.Header})
+}
+
+// TestPanicLogRedacted: a panic while serving a request is a 500 in
+// OpenAI's shape, and the log line of the panic holds no key, whatever
+// the type of the panic's value.
+func TestPanicLogRedacted(t *testing.T) {
+	t.Parallel()
+	const key = "gsk_Panic5Rt8Yu1Io4Pa7Sd"
+	logs := &logBuffer{wrote: make(chan struct{}, 1)}
+	cfg := proxy.Config{Providers: []proxy.Provider{{Name: "openai", BaseURL: "http://127.0.0.1:1/v1", APIKey: key}}}
+	gw := serveGateway(t, cfg, proxy.Options{Transport: panickyTransport{}, Logger: slog.New(slog.NewJSONHandler(logs, nil))})
+	body := `{"model":"` + testModel + `","messages":[{"role":"user","content":"hi"}]}`
+	got := wire(t, gw, "POST /v1/chat/completions HTTP/1.1\r\nHost: gw\r\nConnection: close\r\nContent-Type: application/json\r\n"+
+		"Content-Length: "+strconv.Itoa(len(body))+"\r\n\r\n"+body)
+	if !bytes.HasPrefix(got, []byte("HTTP/1.1 500")) {
+		t.Errorf("answer %q, want a 500", got)
+	}
+	logs.waitFor(t, "panic serving request")
+	if s := logs.String(); strings.Contains(s, "Panic5Rt8Yu1Io4Pa7Sd") {
+		t.Errorf("the key reached the log:\n%s", s)
 	}
 }
