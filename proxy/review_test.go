@@ -8,6 +8,8 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -273,5 +275,37 @@ func TestPanicLogRedacted(t *testing.T) {
 	logs.waitFor(t, "panic serving request")
 	if s := logs.String(); strings.Contains(s, "Panic5Rt8Yu1Io4Pa7Sd") {
 		t.Errorf("the key reached the log:\n%s", s)
+	}
+}
+
+// TestPercentEncodedKeyRedacted: a key holding characters a URL escapes
+// ('+', '/', '=', as base64 keys do), quoted back by an upstream in a URL
+// as a path escapes it, or with lower-case hex digits, does not reach the
+// client in the error body.
+func TestPercentEncodedKeyRedacted(t *testing.T) {
+	t.Parallel()
+	const key = "ak+Qw7Er9Ty/Ui3Op5As=="
+	usrv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		k := strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")
+		q := url.QueryEscape(k)
+		lower := regexp.MustCompile(`%[0-9A-F]{2}`).ReplaceAllStringFunc(q, strings.ToLower)
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusUnauthorized)
+		_, _ = io.WriteString(w, `{"error":{"message":"key rejected, see https://up.example/keys/`+url.PathEscape(k)+` or ?key=`+lower+`","type":"invalid_request_error","code":"invalid_api_key"}}`)
+	}))
+	t.Cleanup(usrv.Close)
+	cfg := config(usrv)
+	cfg.Providers[0].APIKey = key
+	gw := newGateway(t, cfg)
+	for _, path := range []string{"/v1/embeddings", "/v1/chat/completions"} {
+		body := `{"model":"` + testModel + `","input":"x","messages":[{"role":"user","content":"hi"}]}`
+		got := wire(t, gw, "POST "+path+" HTTP/1.1\r\nHost: gw\r\nConnection: close\r\nContent-Type: application/json\r\n"+
+			"Content-Length: "+strconv.Itoa(len(body))+"\r\n\r\n"+body)
+		if !bytes.HasPrefix(got, []byte("HTTP/1.1 401")) {
+			t.Errorf("%s: answer %q, want the upstream's 401", path, got)
+		}
+		if bytes.Contains(got, []byte("Qw7Er9Ty")) || bytes.Contains(got, []byte("Ui3Op5As")) {
+			t.Errorf("%s: the key reached the client:\n%s", path, got)
+		}
 	}
 }
