@@ -196,16 +196,17 @@ func listed(list []string, k string) bool {
 	return false
 }
 
-// words reports whether s is one to four words of letters, each at most
-// 16 long, joined by '-' ("Remaining-Requests"): the names of the headers
-// a prefix admits, and never a key, which has digits or is longer.
+// words reports whether s is one to four words of letters and '_', each
+// at most 24 long, joined by '-' ("Remaining-Tokens_usage_based"): the
+// names of the headers a prefix admits, and never a key, which has
+// digits or is longer.
 func words(s string) bool {
 	ws := strings.Split(s, "-")
 	if len(ws) > 4 {
 		return false
 	}
 	for _, w := range ws {
-		if w == "" || len(w) > 16 || strings.TrimFunc(w, func(c rune) bool { return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' }) != "" {
+		if w == "" || len(w) > 24 || strings.TrimFunc(w, func(c rune) bool { return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c == '_' }) != "" {
 			return false
 		}
 	}

@@ -95,6 +95,7 @@ func TestKeyInUpstreamHeaderName(t *testing.T) {
 				body, _ := io.ReadAll(r.Body)
 				w.Header().Set("Content-Type", "application/json")
 				w.Header().Set("X-Ratelimit-Remaining-Requests", "99")
+				w.Header().Set("X-Ratelimit-Remaining-Tokens_usage_based", "98")
 				w.Header()["X-Ratelimit-"+strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")] = []string{"1"}
 				if bytes.Contains(body, []byte("fail")) {
 					w.WriteHeader(http.StatusBadRequest)
@@ -113,7 +114,7 @@ func TestKeyInUpstreamHeaderName(t *testing.T) {
 			gw := newGateway(t, cfg)
 			got := wire(t, gw, "POST "+tt.path+" HTTP/1.1\r\nHost: gw\r\nConnection: close\r\nContent-Type: application/json\r\n"+
 				"Content-Length: "+strconv.Itoa(len(tt.body))+"\r\n\r\n"+tt.body)
-			if !bytes.Contains(got, []byte("X-Ratelimit-Remaining-Requests: 99")) {
+			if !bytes.Contains(got, []byte("X-Ratelimit-Remaining-Requests: 99")) || !bytes.Contains(got, []byte("X-Ratelimit-Remaining-Tokens_usage_based: 98")) {
 				t.Fatalf("the upstream's rate-limit header did not reach the client:\n%s", got)
 			}
 			if bytes.Contains(bytes.ToLower(got), []byte("0123456789abcdef")) {
