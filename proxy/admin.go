@@ -5,7 +5,6 @@ import (
 	"crypto/subtle"
 	"encoding/json"
 	"net/http"
-	"strings"
 
 	"github.com/gin-gonic/gin"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -21,7 +20,7 @@ func (h *Handler) admin(r *http.Request) bool {
 	if h.cfg.AdminAPIKey == "" {
 		return false
 	}
-	token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	token, ok := cutBearer(r.Header.Get("Authorization"))
 	if !ok {
 		return false
 	}
@@ -85,7 +84,7 @@ func (h *Handler) adminRoutes(e *gin.Engine) {
 	e.GET("/metrics", func(c *gin.Context) {
 		if h.metricsNeedAdminKey() && !h.admin(c.Request) {
 			writeJSONError(c.Writer, &chat.Error{Status: http.StatusUnauthorized, Type: chat.TypeInvalidRequest, Code: "invalid_api_key",
-				Message: "/metrics needs the admin key as a bearer token (METRICS_REQUIRE_ADMIN_KEY; with client keys, unless it is false or ADMIN_LISTEN_ADDR is set)"})
+				Message: "/metrics needs the admin key, sent as \"Authorization: Bearer <key>\" (METRICS_REQUIRE_ADMIN_KEY; with client keys, unless it is false or ADMIN_LISTEN_ADDR is set)"})
 			return
 		}
 		metricsHandler.ServeHTTP(c.Writer, c.Request)

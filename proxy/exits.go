@@ -213,13 +213,34 @@ func allowed(in http.Header, list []string) http.Header {
 	return out
 }
 
+// listed reports whether header k is named in list. What follows a
+// prefix must be words (see words): a name is not redacted, and an
+// upstream that writes a key into one ("X-Ratelimit-Sk-…") must not get it
+// past the prefix.
 func listed(list []string, k string) bool {
 	for _, name := range list {
-		if k == name || strings.HasSuffix(name, "-") && strings.HasPrefix(k, name) {
+		if k == name || strings.HasSuffix(name, "-") && strings.HasPrefix(k, name) && words(k[len(name):]) {
 			return true
 		}
 	}
 	return false
+}
+
+// words reports whether s is one to four words of letters and '_', each
+// at most 24 long, joined by '-' ("Remaining-Tokens_usage_based"): the
+// names of the headers a prefix admits, and never a key, which has
+// digits or is longer.
+func words(s string) bool {
+	ws := strings.Split(s, "-")
+	if len(ws) > 4 {
+		return false
+	}
+	for _, w := range ws {
+		if w == "" || len(w) > 24 || strings.TrimFunc(w, func(c rune) bool { return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c == '_' }) != "" {
+			return false
+		}
+	}
+	return true
 }
 
 // redirectError is an upstream's answer with a redirect status: an
@@ -233,16 +254,22 @@ func redirectError(status int) error {
 func isRedirect(status int) bool { return status >= 300 && status <= 399 }
 
 // passBack prepares a pass-through answer for the client: a redirect is
-// an error; any other keeps only the headers of passedBack; an error
-// body is read whole (up to max bytes) and redacted, so that no secret
-// straddles two of the proxy's writes.
+// an error; any other keeps only the headers of passedBack and none of
+// its trailers (see noTrailers); an error body, and a short JSON success
+// (see redactShortBody), is read whole (up to max bytes) and redacted, so
+// that no secret straddles two of the proxy's writes.
 func passBack(resp *http.Response, r *redact.Redactor, max int64) error {
 	if isRedirect(resp.StatusCode) {
 		resp.Body.Close()
 		return redirectError(resp.StatusCode)
 	}
 	resp.Header = responseHeader(resp.Header)
+	resp.Trailer = nil
+	resp.Body = noTrailers{ReadCloser: resp.Body, resp: resp}
 	if resp.StatusCode < 300 {
+		if strings.HasPrefix(resp.Header.Get("Content-Type"), "application/json") {
+			return redactShortBody(resp, r)
+		}
 		if resp.ContentLength >= 0 {
 			resp.Header.Set("Content-Length", strconv.FormatInt(resp.ContentLength, 10))
 		}
@@ -266,4 +293,53 @@ func canonicalKeys(names []string) []string {
 		out = append(out, http.CanonicalHeaderKey(n))
 	}
 	return out
+}
+
+// shortBody is the most of a 2xx JSON pass-through body read whole and
+// redacted: an error object some upstreams send with a 200 is far
+// shorter, an embedding is longer and is relayed as it comes.
+const shortBody = 64 << 10
+
+// redactShortBody redacts the body of resp, a 2xx JSON answer, when it
+// is at most shortBody long; a longer one goes on unscanned, its first
+// bytes put back in front of the rest.
+func redactShortBody(resp *http.Response, r *redact.Redactor) error {
+	b, err := io.ReadAll(io.LimitReader(resp.Body, shortBody+1))
+	if err != nil {
+		resp.Body.Close()
+		return fmt.Errorf("read the upstream's answer: %w", err)
+	}
+	if len(b) > shortBody {
+		resp.Body = struct {
+			io.Reader
+			io.Closer
+		}{io.MultiReader(bytes.NewReader(b), resp.Body), resp.Body}
+		if resp.ContentLength >= 0 {
+			resp.Header.Set("Content-Length", strconv.FormatInt(resp.ContentLength, 10))
+		}
+		return nil
+	}
+	resp.Body.Close()
+	b = r.Bytes(b)
+	resp.Body, resp.ContentLength = io.NopCloser(bytes.NewReader(b)), int64(len(b))
+	resp.Header.Set("Content-Length", strconv.Itoa(len(b)))
+	return nil
+}
+
+// noTrailers is the body of a pass-through answer whose trailers stay
+// behind: the transport fills resp.Trailer in when it reads the end of
+// the body, announced or not, and httputil.ReverseProxy relays what it
+// finds there as it came, unredacted. No trailer is in passedBack, so
+// each is dropped as the end is read.
+type noTrailers struct {
+	io.ReadCloser
+	resp *http.Response
+}
+
+func (b noTrailers) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err != nil {
+		b.resp.Trailer = nil
+	}
+	return n, err
 }

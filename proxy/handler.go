@@ -329,7 +329,9 @@ func (h *Handler) recover(c *gin.Context) {
 		if v == http.ErrAbortHandler { //nolint:errorlint // sentinel compared as net/http does
 			panic(v)
 		}
-		h.log.Error("panic serving request", "request_id", c.GetHeader("X-Request-Id"), "panic", v)
+		// As text: the log's redaction reads strings and errors, and a
+		// value of another type would be marshalled as it is.
+		h.log.Error("panic serving request", "request_id", c.GetHeader("X-Request-Id"), "panic", fmt.Sprint(v))
 		if !c.Writer.Written() {
 			writeJSONError(c.Writer, chat.AsError(errors.New("panic")))
 		}

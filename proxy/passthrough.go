@@ -59,6 +59,9 @@ func (h *Handler) servePassThrough(w http.ResponseWriter, r *http.Request) {
 			pr.Out.URL.RawPath = ""
 			pr.Out.Host = target.Host
 			pr.Out.Header = forwardHeader(pr.In.Header, h.forward)
+			// The body read above goes with its length; a client's
+			// trailers would carry past forwardHeader what it keeps back.
+			pr.Out.Trailer, pr.Out.TransferEncoding = nil, nil
 			// The body goes on as it came, so its coding goes with it.
 			if ce := pr.In.Header.Values("Content-Encoding"); len(ce) > 0 {
 				pr.Out.Header["Content-Encoding"] = append([]string(nil), ce...)
@@ -75,8 +78,55 @@ func (h *Handler) servePassThrough(w http.ResponseWriter, r *http.Request) {
 		},
 	}
 	w.Header().Set("X-Phasegate-Provider", provider.Name)
-	rp.ServeHTTP(w, r)
+	rp.ServeHTTP(&finalOnly{ResponseWriter: w, header: http.Header{}}, r)
 }
+
+// finalOnly is the writer httputil.ReverseProxy answers a pass-through
+// on: it relays the final response only. The proxy copies the headers of
+// an upstream's 1xx (103 Early Hints) into the writer's header map,
+// writes the 1xx, then clears the map; on the client's writer that
+// clear took the gateway's own headers (X-Request-Id) with it. Here the
+// proxy writes to a map of its own, a 1xx is dropped with its headers,
+// and the final headers, filtered by passBack, join the gateway's. It is
+// owned by one request.
+type finalOnly struct {
+	http.ResponseWriter
+	header http.Header
+	wrote  bool
+}
+
+func (w *finalOnly) Header() http.Header {
+	if w.wrote {
+		return w.ResponseWriter.Header()
+	}
+	return w.header
+}
+
+func (w *finalOnly) WriteHeader(status int) {
+	if w.wrote || status < 200 {
+		return
+	}
+	w.wrote = true
+	h := w.ResponseWriter.Header()
+	for k, vs := range w.header {
+		h[k] = vs
+	}
+	w.ResponseWriter.WriteHeader(status)
+}
+
+func (w *finalOnly) Write(b []byte) (int, error) {
+	w.WriteHeader(http.StatusOK)
+	return w.ResponseWriter.Write(b)
+}
+
+// Flush commits the final headers, then flushes.
+func (w *finalOnly) Flush() {
+	w.WriteHeader(http.StatusOK)
+	_ = http.NewResponseController(w.ResponseWriter).Flush()
+}
+
+// Unwrap lets http.ResponseController reach the connection's writer.
+func (w *finalOnly) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // serveModels merges the model lists of every provider. A provider that
 // fails is left out and named in X-Phasegate-Models-Missing; when every

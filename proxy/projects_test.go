@@ -191,7 +191,7 @@ func TestMetricsWithClientKeys(t *testing.T) {
 		status []int
 	}{
 		{name: "client keys", cfg: proxy.Config{AdminAPIKey: admin},
-			auth: []string{"", "Bearer " + keyAlpha, "Bearer " + admin}, status: []int{401, 401, 200}},
+			auth: []string{"", "Bearer " + keyAlpha, "Bearer " + admin, "bearer " + admin}, status: []int{401, 401, 200, 200}},
 		{name: "client keys, opted out", cfg: proxy.Config{AdminAPIKey: admin, MetricsOpen: true},
 			auth: []string{""}, status: []int{200}},
 		{name: "client keys, no admin key", cfg: proxy.Config{},
@@ -208,6 +208,9 @@ func TestMetricsWithClientKeys(t *testing.T) {
 				resp, body := send(t, gw, http.MethodGet, "/metrics", "", h)
 				if resp.StatusCode != tt.status[i] {
 					t.Errorf("with %q: %d %.200s, want %d", auth, resp.StatusCode, body, tt.status[i])
+				}
+				if strings.Contains(string(body), "[redacted]") {
+					t.Errorf("with %q: body %.300s is redacted, though it holds no secret", auth, body)
 				}
 				if resp.StatusCode == 200 && !strings.Contains(string(body), "phasegate_") {
 					t.Errorf("with %q: body %.200s is not the metrics", auth, body)

@@ -40,12 +40,17 @@ const (
 	simBaseURL  = sim.BaseURL
 )
 
+// ownsDefaultLog is set when run serves the process, not a test: the
+// default loggers of the log and slog packages are then the gateway's.
+var ownsDefaultLog bool
+
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	// Only the first signal is graceful: once it came, the default handling
 	// is back, so a second Ctrl-C ends the process during the drain.
 	context.AfterFunc(ctx, stop)
+	ownsDefaultLog = true
 	if err := dispatch(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr); err != nil {
 		// One line per problem, each naming the setting as it was written.
 		for _, line := range strings.Split(err.Error(), "\n") {
@@ -102,6 +107,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return err
 	}
 	log := newLogger(stderr, o.logLevel, o.redactor)
+	if ownsDefaultLog {
+		// What net/http, httputil and go-redis log (an upstream's stray
+		// bytes, quoted) goes through the same redaction, as JSON lines.
+		slog.SetDefault(log)
+	}
 	tp, stopTracing, err := startTracing(ctx, getenv, stderr, log, o.redactor)
 	if err != nil {
 		return err

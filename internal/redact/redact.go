@@ -5,7 +5,8 @@
 // configured with, and finds each of them however an upstream may have
 // written it back: as it is, JSON-escaped (any character as \uXXXX in
 // either case, "\/" for a slash, escaped more than once when a JSON
-// document was quoted inside another), percent-encoded, or without a
+// document was quoted inside another), percent-encoded (as a query or a
+// path escapes it, its hex digits in either case), or without a
 // leading "sk-"-like prefix when what remains is long enough to be
 // unambiguous. The patterns of API keys and bearer tokens (Patterns) are a
 // second net for credentials the gateway was not configured with, such as
@@ -60,7 +61,12 @@ func New(secrets ...string) *Redactor {
 	}
 	for _, s := range secrets {
 		add(s)
-		add(url.QueryEscape(s))
+		// Percent-encoded as a query or a path escapes it, with the hex
+		// digits in either case.
+		for _, e := range []string{url.QueryEscape(s), url.PathEscape(s)} {
+			add(e)
+			add(lowerHex(e))
+		}
 		for rest := s; ; {
 			next, ok := stripPrefix(rest)
 			if !ok || len(next) < minStripped {
@@ -84,6 +90,26 @@ func New(secrets ...string) *Redactor {
 		r.start['\\'] = true
 	}
 	return r
+}
+
+// lowerHex returns e, a percent-encoded text, with the hex digits of its
+// escapes in lower case ("%2B" as "%2b").
+func lowerHex(e string) string {
+	b := []byte(e)
+	for i := 0; i+2 < len(b); i++ {
+		if b[i] == '%' {
+			b[i+1], b[i+2] = lowerASCII(b[i+1]), lowerASCII(b[i+2])
+			i += 2
+		}
+	}
+	return string(b)
+}
+
+func lowerASCII(c byte) byte {
+	if c >= 'A' && c <= 'Z' {
+		return c + 'a' - 'A'
+	}
+	return c
 }
 
 // stripPrefix removes a leading prefix of 1 to 10 letters and a '-' or
