@@ -180,6 +180,17 @@ func forwardHeader(in http.Header, extra []string) http.Header {
 	return h
 }
 
+// hasClientCredentials reports whether h carries a client's own
+// credentials (see clientCredentials).
+func hasClientCredentials(h http.Header) bool {
+	for _, k := range clientCredentials {
+		if len(h.Values(k)) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
 // upstreamAuth sets the credentials of a request to provider p: its key,
 // when the gateway holds one, in place of the client's, whose
 // organisation and project then go too (the operator's account is not

@@ -138,8 +138,16 @@ func (h *Handler) serveModels(w http.ResponseWriter, r *http.Request) {
 	var data []json.RawMessage
 	var missing []string
 	var firstErr error
+	ownKey := hasClientCredentials(header)
 	for i := range h.cfg.Providers {
 		p := &h.cfg.Providers[i]
+		if ownKey && i > 0 && p.APIKey == "" && !p.Simulated {
+			// A client's own key belongs to one account: it goes where an
+			// unrouted request goes (the first provider), never to every
+			// provider the gateway knows.
+			missing = append(missing, p.Name)
+			continue
+		}
 		models, err := h.listModels(r.Context(), p, header)
 		if err != nil {
 			h.log.Warn("list models failed", "request_id", r.Header.Get("X-Request-Id"), "provider", p.Name, "error", err)

@@ -117,9 +117,16 @@ func TestModelsMerged(t *testing.T) {
 // TestModelsMergedWithOpenAIClient lists merged models with go-openai.
 func TestModelsMergedWithOpenAIClient(t *testing.T) {
 	t.Parallel()
-	_, _, gw := twoProviders(t, proxytest.Script(modelList("deepseek-v4-flash")), proxytest.Script(modelList("gpt-5")))
+	// The gateway holds both providers' keys: a client's own key would go
+	// to one provider only (TestModelsOwnKeyToOneProvider).
+	_, dsrv := proxytest.NewServer(t, proxytest.Script(modelList("deepseek-v4-flash")))
+	_, osrv := proxytest.NewServer(t, proxytest.Script(modelList("gpt-5")))
+	gw := newGateway(t, proxy.Config{Providers: []proxy.Provider{
+		{Name: "deepseek", BaseURL: dsrv.URL + "/v1", APIKey: "sk-gateway-deepseek-0123"},
+		{Name: "openai", BaseURL: osrv.URL + "/v1", APIKey: "sk-gateway-openai-0123"},
+	}})
 	c := openai.DefaultConfig("sk-client")
-	c.BaseURL = gw + "/v1"
+	c.BaseURL = gw.URL + "/v1"
 	list, err := openai.NewClientWithConfig(c).ListModels(testContext(t))
 	if err != nil {
 		t.Fatal(err)
@@ -330,5 +337,33 @@ func TestPassThroughAllowlist(t *testing.T) {
 				t.Errorf("refused endpoint: %d %s, want a 404 unknown_url", resp.StatusCode, body)
 			}
 		})
+	}
+}
+
+// TestModelsOwnKeyToOneProvider: a client's own key, passed through when
+// the gateway holds none, goes to one provider only (the first, where an
+// unrouted request goes); the others are not asked with it and are named
+// missing.
+func TestModelsOwnKeyToOneProvider(t *testing.T) {
+	t.Parallel()
+	ds, oa, gw := twoProviders(t, proxytest.Script(modelList("deepseek-v4-flash")), proxytest.Script(modelList("gpt-5")))
+	req, err := http.NewRequestWithContext(testContext(t), http.MethodGet, gw+"/v1/models", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer sk-client-own-0123456789")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := readAll(t, resp.Body)
+	if resp.StatusCode != http.StatusOK || resp.Header.Get("X-Phasegate-Models-Missing") != "openai" {
+		t.Errorf("status %d, X-Phasegate-Models-Missing %q (body %s); want 200 and openai", resp.StatusCode, resp.Header.Get("X-Phasegate-Models-Missing"), body)
+	}
+	if rec := ds.Received(); len(rec) != 1 || rec[0].Header.Get("Authorization") != "Bearer sk-client-own-0123456789" {
+		t.Errorf("first provider got %v, want one request with the client's key", rec)
+	}
+	if rec := oa.Received(); len(rec) != 0 {
+		t.Errorf("second provider got %d requests, want none: the client's key is not its", len(rec))
 	}
 }
