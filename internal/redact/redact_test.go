@@ -135,6 +135,39 @@ func TestHandlerRedactsValues(t *testing.T) {
 	}
 }
 
+// TestHandlerRedactsOtherValues: a struct, a map, a header or bytes that
+// hold a secret are logged redacted, and the line stays JSON; a value
+// that holds none is logged as it is.
+func TestHandlerRedactsOtherValues(t *testing.T) {
+	t.Parallel()
+	var buf bytes.Buffer
+	log := slog.New(Handler(slog.NewJSONHandler(&buf, nil), New(gskKey, oddKey)))
+	type request struct {
+		Header map[string][]string
+		Note   string
+	}
+	log.Error("panic serving request",
+		"value", request{Header: map[string][]string{"Authorization": {"Bearer " + gskKey}}, Note: "x"},
+		"map", map[string]any{"key": oddKey},
+		"bytes", []byte("body "+gskKey),
+		"chan", make(chan int), // no JSON: its fmt text, which holds nothing
+		"plain", request{Note: "nothing secret"})
+	line := buf.String()
+	if strings.Contains(line, "Zq81") || strings.Contains(line, "0123456789") {
+		t.Errorf("log line %s holds a key", line)
+	}
+	var rec map[string]any
+	if err := json.Unmarshal([]byte(line), &rec); err != nil {
+		t.Fatalf("log line %s is not JSON: %v", line, err)
+	}
+	if plain, _ := rec["plain"].(map[string]any); plain == nil || plain["Note"] != "nothing secret" {
+		t.Errorf("plain = %v, want the struct as it is", rec["plain"])
+	}
+	if v, _ := rec["value"].(map[string]any); v == nil || !strings.Contains(line, Marker) {
+		t.Errorf("value = %v, want the struct as JSON, its key redacted", rec["value"])
+	}
+}
+
 func TestHandlerTakesSecretsOverPatterns(t *testing.T) {
 	t.Parallel()
 	var buf bytes.Buffer

@@ -2,14 +2,18 @@ package redact
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"log/slog"
 )
 
 // Handler wraps h so that no secret of r, and nothing the patterns match,
-// reaches it: the message, string attribute values, error values and
-// LogValuer results, inside groups and in attributes added with With, are
-// redacted. Other values (numbers, structs marshalled by h) pass
-// unchanged. A handler Handler already wrapped is returned as it is,
+// reaches it: the message, string attribute values, error values, byte
+// slices and LogValuer results, inside groups and in attributes added
+// with With, are redacted; any other value (a struct, a map, a header) is
+// looked at as its JSON (or, when it has none, its fmt text), and one
+// that holds a secret is written as that text redacted. Numbers, times
+// and durations pass unchanged. A handler Handler already wrapped is returned as it is,
 // unless it applies the patterns only and r has secrets: its redaction is
 // then r's. It is as safe for concurrent use as h.
 func Handler(h slog.Handler, r *Redactor) slog.Handler {
@@ -67,12 +71,37 @@ func (h handler) attr(a slog.Attr) slog.Attr {
 	case slog.KindAny:
 		// Errors are logged by their text, which may quote a request
 		// header or an upstream answer.
-		if err, ok := v.Any().(error); ok && err != nil {
-			if s := err.Error(); h.r.String(s) != s {
+		switch x := v.Any().(type) {
+		case error:
+			if x != nil {
+				if s := x.Error(); h.r.String(s) != s {
+					v = slog.StringValue(h.r.String(s))
+				}
+			}
+		case []byte:
+			if s := string(x); h.r.String(s) != s {
 				v = slog.StringValue(h.r.String(s))
 			}
+		default:
+			v = h.any(v)
 		}
 	}
 	a.Value = v
 	return a
+}
+
+// any redacts a value of kind Any that is neither an error nor bytes: as
+// its JSON when it has one (written back as JSON), else as its fmt text.
+// A value that holds nothing to redact passes as it is.
+func (h handler) any(v slog.Value) slog.Value {
+	if b, err := json.Marshal(v.Any()); err == nil {
+		if s := string(b); h.r.String(s) != s {
+			return slog.AnyValue(json.RawMessage(h.r.String(s)))
+		}
+		return v
+	}
+	if s := fmt.Sprint(v.Any()); h.r.String(s) != s {
+		return slog.StringValue(h.r.String(s))
+	}
+	return v
 }
