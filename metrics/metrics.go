@@ -36,6 +36,7 @@ type Metrics struct {
 	bounded         *prometheus.CounterVec
 	inflightBytes   prometheus.Gauge
 	envelopes       *prometheus.CounterVec
+	observed        *prometheus.CounterVec
 	// models are the configured model names, the values of the model
 	// label besides OtherModel.
 	models []string
@@ -49,6 +50,10 @@ var (
 	Outcomes = []Outcome{OutcomeOK, OutcomeClientError, OutcomeUpstreamError, OutcomeGatewayError, OutcomeClientClosed}
 	// Verdicts are the values of the verdict label of tool calls.
 	Verdicts = []string{"forward", "duplicate", "malformed", "undeclared", "schema_invalid", "not_allowed", "no_progress", "dropped"}
+	// ObservedVerdicts are the values of the verdict label of tool calls
+	// judged in observe mode: the guard's verdicts, and over_cycle_budget
+	// for a call made once the turn had spent its cycle budget.
+	ObservedVerdicts = []string{"forward", "duplicate", "malformed", "undeclared", "schema_invalid", "not_allowed", "no_progress", "over_cycle_budget"}
 	// Budgets are the values of the budget label.
 	Budgets = []string{"MAX_PHASE_CYCLES", "MAX_DUPLICATE_ATTEMPTS"}
 	// UpstreamErrorKinds are the values of the kind label of upstream errors.
@@ -170,6 +175,8 @@ func New(reg prometheus.Registerer, providers []string, models ...string) *Metri
 			Help: "Tokens in (prompt) and out (completion) of upstream calls, reported or estimated, by configured model name (other: any other)."}, []string{"model", "kind"}),
 		envelopes: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "phasegate_envelopes_total",
 			Help: "Orchestrator envelopes judged, by phase and outcome (valid, repaired, retried, fallback, invalid, missing)."}, []string{"phase", "outcome"}),
+		observed: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "phasegate_observed_tool_calls_total",
+			Help: "Tool calls the client executed under GUARD_MODE=observe, by the verdict the guard would have given them (forward: it would have let them through); each was forwarded unchanged."}, []string{"verdict"}),
 		models:        slices.Clone(models),
 		shared:        newSharedMetrics(),
 		bounded:       newBounded(),
@@ -183,7 +190,7 @@ func New(reg prometheus.Registerer, providers []string, models ...string) *Metri
 // register registers every collector on reg.
 func (m *Metrics) register(reg prometheus.Registerer) {
 	for _, c := range []prometheus.Collector{m.requests, m.requestDuration, m.inFlight, m.upstreamLatency, m.upstreamErrors,
-		m.toolCalls, m.budgets, m.fallbacks, m.cycles, m.tokens, m.truncations, m.repairs, m.transient, m.retries, m.modelFallbacks, m.leaked, m.firstToken, m.overhead, m.modelTokens, m.envelopes, m.bounded, m.inflightBytes} {
+		m.toolCalls, m.budgets, m.fallbacks, m.cycles, m.tokens, m.truncations, m.repairs, m.transient, m.retries, m.modelFallbacks, m.leaked, m.firstToken, m.overhead, m.modelTokens, m.envelopes, m.observed, m.bounded, m.inflightBytes} {
 		reg.MustRegister(c)
 	}
 	for _, c := range m.shared.collectors() {
@@ -223,6 +230,9 @@ func (m *Metrics) zero(providers, models []string) {
 	}
 	for _, v := range Verdicts {
 		m.toolCalls.WithLabelValues(v)
+	}
+	for _, v := range ObservedVerdicts {
+		m.observed.WithLabelValues(v)
 	}
 	for _, k := range UpstreamErrorKinds {
 		m.retries.WithLabelValues(k)
@@ -339,6 +349,14 @@ func (m *Metrics) Repaired(restored, emptied int, toolChoice bool) {
 func (m *Metrics) ToolCallJudged(verdict string) {
 	if m != nil && slices.Contains(Verdicts, verdict) {
 		m.toolCalls.WithLabelValues(verdict).Inc()
+	}
+}
+
+// ObservedToolCall counts the would-be verdict of a call executed under
+// GUARD_MODE=observe (one of ObservedVerdicts).
+func (m *Metrics) ObservedToolCall(verdict string) {
+	if m != nil && slices.Contains(ObservedVerdicts, verdict) {
+		m.observed.WithLabelValues(verdict).Inc()
 	}
 }
 

@@ -46,6 +46,9 @@ const (
 	// missing; Verdict is the outcome (valid, repaired, retried, fallback,
 	// invalid, missing), Reason the phase and what was wrong.
 	TraceEnvelope TraceKind = "envelope"
+	// TraceObservedToolCall is the would-be verdict of a call the client
+	// executed under GUARD_MODE=observe: the guard judged it and let it be.
+	TraceObservedToolCall TraceKind = "observed_tool_call"
 )
 
 // Trace is one event of the guard. It never holds argument bodies, prompt

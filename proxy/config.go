@@ -149,6 +149,17 @@ type Config struct {
 	// in "*"), first match wins; the X-Phasegate-Guard-Profile header of a
 	// request may only tighten it.
 	GuardProfiles []ProfileRule
+	// GuardMode is whether the guard acts on its verdicts for a request
+	// no GuardProjectModes or GuardModes rule matches (GUARD_MODE); "" is
+	// protocol.ModeEnforce.
+	GuardMode protocol.Mode
+	// GuardModes set the mode per model (a name, or a prefix ending in
+	// "*"), first match wins.
+	GuardModes []ModeRule
+	// GuardProjectModes set the mode per project (X-Project-Id, or the
+	// client key's project); they take precedence over GuardModes, so
+	// enforcement can be rolled out project by project.
+	GuardProjectModes map[string]protocol.Mode
 	// Retry bounds the new attempts of an upstream call that failed in a
 	// way safe to retry before any byte reached the client
 	// (UPSTREAM_RETRIES, UPSTREAM_RETRY_MAX_WAIT). The zero value retries

@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"context"
 	"net/http"
 
 	"github.com/phasegate/phasegate/protocol"
@@ -44,3 +45,52 @@ func (h *Handler) guardProfile(hdr http.Header, model string) (protocol.Profile,
 	}
 	return p, nil
 }
+
+// ModeRule sets the guard mode of the models that match Pattern (a name,
+// or a prefix ending in "*").
+type ModeRule struct {
+	Pattern string
+	Mode    protocol.Mode
+}
+
+// guardMode is the mode of a request of project to model: the project's
+// rule, else the first model rule that matches, else GuardMode.
+func (h *Handler) guardMode(project, model string) protocol.Mode {
+	if m, ok := h.cfg.GuardProjectModes[project]; ok && project != "" {
+		return m
+	}
+	for _, r := range h.cfg.GuardModes {
+		if match(r.Pattern, model) {
+			return r.Mode
+		}
+	}
+	if h.cfg.GuardMode == "" {
+		return protocol.ModeEnforce
+	}
+	return h.cfg.GuardMode
+}
+
+// observer is a guard that can judge a request without acting on it.
+type observer interface {
+	Observe(ctx context.Context, x *protocol.Exchange) []protocol.Observed
+}
+
+// observe serves a guarded request in observe mode: the guard judges the
+// calls the client executed, and the standard protocol passes the request
+// and its answer through unchanged. It reports false when the guard
+// cannot observe, and the request stays the guard's.
+func (c *chatRequest) observe() bool {
+	o, ok := c.h.twoStage.(observer)
+	if !ok {
+		return false
+	}
+	o.Observe(c.r.Context(), c.x)
+	c.strategy = c.h.standard
+	c.w.Header().Set("X-Phasegate-Protocol", c.strategy.Name())
+	c.w.Header().Set(ModeHeader, string(protocol.ModeObserve))
+	return true
+}
+
+// ModeHeader tells the client the guard observed its request and forwarded
+// it unchanged.
+const ModeHeader = "X-Phasegate-Guard-Mode"

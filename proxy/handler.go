@@ -487,6 +487,9 @@ func (c *chatRequest) prepare() error {
 		} else if err := checkSchemaCost(req.Tools); err != nil {
 			return err // only the guard compiles schemas
 		}
+		if h.guardMode(c.x.ProjectID, req.Model) == protocol.ModeObserve {
+			c.observe()
+		}
 	}
 	if h.repairThinking(c.r.Context(), c.w, c.log, c.provider, req) {
 		c.reasoning = &reasoningRecorder{ctx: context.WithoutCancel(c.r.Context()), mem: h.thinking, fail: func(err error) {

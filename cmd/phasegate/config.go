@@ -100,6 +100,7 @@ var settings = []setting{
 	{env: "MAX_ENVELOPE_RETRIES", def: strconv.Itoa(protocol.DefaultMaxEnvelopeRetries), kind: kindInt, help: "re-asks of an answer whose orchestrator envelope is invalid, or missing when required (X-Phasegate-Envelope, or envelopes: models: in the config file); 0 asks none again"},
 	{env: "SHOW_NOTICES", def: "true", kind: kindBool, help: "show the client one line per guard decision, as \"**System Notice**\" content (the model gets the full notice either way)"},
 	{env: "GUARD_PROFILE", def: string(protocol.ProfileStrict), kind: kindChoice, choices: []string{string(protocol.ProfileStrict), string(protocol.ProfileAgent)}, help: "the guard's rules: strict (MAX_PHASE_CYCLES executions per turn, exact repeats refused) or agent (for coding agents: AGENT_MAX_PHASE_CYCLES executions, any call may repeat while its result changes, repeats without progress refused, even when they differ in form); per model with guard: models: in the config file; a request's X-Phasegate-Guard-Profile may only tighten it"},
+	{env: "GUARD_MODE", def: string(protocol.ModeEnforce), kind: kindChoice, choices: []string{string(protocol.ModeEnforce), string(protocol.ModeObserve)}, help: "enforce (the guard refuses, re-asks and forces final answers) or observe (every request passes through unchanged; the guard judges the calls the client ran and counts what it would have done in phasegate_observed_tool_calls_total); per model with guard: modes: and per project with guard: projects: in the config file"},
 	{env: "AGENT_MAX_PHASE_CYCLES", def: strconv.Itoa(protocol.DefaultAgentMaxPhaseCycles), kind: kindInt, min: 1, help: "tool executions allowed per user turn under GUARD_PROFILE=agent"},
 	{env: "REPEATABLE_TOOLS", kind: kindList, help: "tools exempt from the duplicate rule while their results change (e.g. run_tests,git_status), comma-separated; an identical call whose last two identical calls returned the same result is refused as no progress"},
 	{env: "PLAN_TOOLS", kind: kindList, help: "read-only tools of plan mode, comma-separated; requests with X-Phasegate-Mode: plan only see and may only call these"},
@@ -858,6 +859,7 @@ func resolve(v map[string]value, fc fileConfig) (options, error) {
 	o := r.options()
 	o.proxy = r.proxyConfig(&o)
 	o.proxy.GuardProfile = o.profile
+	o.proxy.GuardMode = protocol.Mode(r.choice("GUARD_MODE"))
 	r.providers(&o, fc)
 	o.tokens = tokens.DefaultConfig()
 	o.tokens.ContextWindow = r.num("CONTEXT_WINDOW")
@@ -870,6 +872,7 @@ func resolve(v map[string]value, fc fileConfig) (options, error) {
 	o.envelopeRetries = r.num("MAX_ENVELOPE_RETRIES")
 	o.proxy.Envelopes = fc.envelopes.rules
 	o.proxy.GuardProfiles = fc.guard.profiles
+	o.proxy.GuardModes, o.proxy.GuardProjectModes = fc.guard.modes, fc.guard.projects
 	if len(fc.envelopes.phases) > 0 {
 		set, err := envelope.NewSet(fc.envelopes.phases)
 		if err != nil {

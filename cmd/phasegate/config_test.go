@@ -198,6 +198,11 @@ func TestInvalid(t *testing.T) {
 		{name: "not a URL", env: map[string]string{"DEEPSEEK_BASE_URL": "notaurl"}, wantIn: "DEEPSEEK_BASE_URL=notaurl: must be an http:// or https:// URL"},
 		{name: "URL without host", env: map[string]string{"OPENAI_BASE_URL": "https://"}, wantIn: "OPENAI_BASE_URL=https://: must be"},
 		{name: "bad URL in the file", file: "openai_base_url: not a url\n", wantIn: `:2: openai_base_url: "not a url": must be an http:// or https:// URL`},
+		{name: "bad guard mode", env: map[string]string{"GUARD_MODE": "watch"}, wantIn: "GUARD_MODE=watch: must be enforce or observe"},
+		{name: "bad guard mode of a model", file: "guard:\n  modes:\n    gpt-*: audit\n", wantIn: `:4: guard: modes: "gpt-*": must be enforce or observe`},
+		{name: "bad guard mode of a project", file: "guard:\n  projects:\n    payments: [enforce]\n", wantIn: `:4: guard: projects: "payments": must be enforce or observe`},
+		{name: "guard projects as a list", file: "guard:\n  projects: [payments]\n", wantIn: ":3: guard: projects must be a mapping of project names to enforce or observe"},
+		{name: "unknown guard key", file: "guard:\n  mode: observe\n", wantIn: ":3: guard: unknown key mode; did you mean modes?"},
 		{name: "negative budget", env: map[string]string{"MAX_PHASE_CYCLES": "-1"}, wantIn: "MAX_PHASE_CYCLES=-1: must be a whole number of 1 or more"},
 		{name: "negative budget by flag", args: []string{"--max-duplicate-attempts=-2"}, wantIn: "--max-duplicate-attempts=-2: must be a whole number of 1 or more"},
 		{name: "negative budget in the file", file: "max_phase_cycles: -3\n", wantIn: ":2: max_phase_cycles: -3: must be a whole number of 1 or more"},
@@ -345,6 +350,43 @@ envelopes:
 	}
 	if r := o.envelopes.Judge(`{"phase":"analysis","data":{"summary":"s","recommended_splits":1}}`); !r.Valid {
 		t.Errorf("the seed's phases are gone: %+v", r)
+	}
+}
+
+// TestGuardModesFromFile: GUARD_MODE, and the guard mode per model and per
+// project from the config file.
+func TestGuardModesFromFile(t *testing.T) {
+	file := writeFile(t, `guard_mode: observe
+guard:
+  models:
+    deepseek-*: agent
+  modes:
+    deepseek-reasoner: enforce
+    gpt-*: observe
+  projects:
+    payments: enforce
+    search: observe
+`)
+	o, err := parseOptions(serveCommand, []string{"--config", file}, env(nil), &strings.Builder{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.proxy.GuardMode != protocol.ModeObserve {
+		t.Errorf("guard mode %q, want observe", o.proxy.GuardMode)
+	}
+	want := []proxy.ModeRule{{Pattern: "deepseek-reasoner", Mode: protocol.ModeEnforce}, {Pattern: "gpt-*", Mode: protocol.ModeObserve}}
+	if diff := cmp.Diff(want, o.proxy.GuardModes); diff != "" {
+		t.Errorf("mode rules (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(map[string]protocol.Mode{"payments": protocol.ModeEnforce, "search": protocol.ModeObserve}, o.proxy.GuardProjectModes); diff != "" {
+		t.Errorf("project modes (-want +got):\n%s", diff)
+	}
+	d, err := parseOptions(serveCommand, nil, env(nil), &strings.Builder{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.proxy.GuardMode != protocol.ModeEnforce || d.proxy.GuardModes != nil || d.proxy.GuardProjectModes != nil {
+		t.Errorf("defaults: mode %q, rules %v, projects %v; want enforce and no rules", d.proxy.GuardMode, d.proxy.GuardModes, d.proxy.GuardProjectModes)
 	}
 }
 
