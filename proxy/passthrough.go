@@ -138,15 +138,18 @@ func (h *Handler) serveModels(w http.ResponseWriter, r *http.Request) {
 	var data []json.RawMessage
 	var missing []string
 	var firstErr error
-	ownKey := hasClientCredentials(header)
+	ownKey, ownKeySent := hasClientCredentials(header), false
 	for i := range h.cfg.Providers {
 		p := &h.cfg.Providers[i]
-		if ownKey && i > 0 && p.APIKey == "" && !p.Simulated {
-			// A client's own key belongs to one account: it goes where an
-			// unrouted request goes (the first provider), never to every
-			// provider the gateway knows.
-			missing = append(missing, p.Name)
-			continue
+		if ownKey && p.APIKey == "" && !p.Simulated {
+			// A client's own key belongs to one account: it goes to the
+			// first provider the gateway holds no key for, never to every
+			// such provider.
+			if ownKeySent {
+				missing = append(missing, p.Name)
+				continue
+			}
+			ownKeySent = true
 		}
 		models, err := h.listModels(r.Context(), p, header)
 		if err != nil {

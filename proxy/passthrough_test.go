@@ -341,9 +341,10 @@ func TestPassThroughAllowlist(t *testing.T) {
 }
 
 // TestModelsOwnKeyToOneProvider: a client's own key, passed through when
-// the gateway holds none, goes to one provider only (the first, where an
-// unrouted request goes); the others are not asked with it and are named
-// missing.
+// the gateway holds none, goes to one provider only (the first the gateway
+// holds no key for); the others are not asked with it and are named
+// missing. (With a key for the first provider, the client's goes to the
+// second: cmd/phasegate TestRunUpstreams.)
 func TestModelsOwnKeyToOneProvider(t *testing.T) {
 	t.Parallel()
 	ds, oa, gw := twoProviders(t, proxytest.Script(modelList("deepseek-v4-flash")), proxytest.Script(modelList("gpt-5")))
