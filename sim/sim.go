@@ -33,7 +33,7 @@ const (
 )
 
 // Models lists the simulated models, as /v1/models shows them.
-var Models = []string{Model, LoopingModel, LeakyModel, TestsModel, OrchestratorModel}
+var Models = []string{Model, LoopingModel, LeakyModel, TestsModel, OrchestratorModel, SessionModel, VerifyModel}
 
 // Answer is the simulated models' reply to a request with method, path and
 // body. It needs no key and no network: it answers /models and
@@ -174,6 +174,10 @@ func decide(req *chat.Request) turn {
 		return testsDecide(req)
 	case OrchestratorModel:
 		return orchestratorDecide(req)
+	case SessionModel:
+		return sessionDecide(req)
+	case VerifyModel:
+		return verifyDecide(req)
 	}
 	last := req.Messages[len(req.Messages)-1]
 	switch {
