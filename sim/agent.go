@@ -18,7 +18,9 @@ const (
 	// issue 37255: one execute_code call does the work, then the model
 	// keeps "verifying" with execute_code calls that differ only in form
 	// (quotes, spaces, a comment) and print the same thing, and refusals
-	// do not stop it; it answers only once it is offered no tools.
+	// do not stop it; it answers only once it is offered no tools, or,
+	// when the request states the gateway's rules, after the first
+	// refusal.
 	VerifyModel = "phasegate-sim-verify"
 )
 
@@ -86,7 +88,7 @@ var verifyVariants = []string{"print('done')", `print("done")`, "print('done')  
 // by another variant.
 func verifyDecide(req *chat.Request) turn {
 	st := readTurn(req)
-	if len(req.Tools) == 0 || toolChoiceNone(req) {
+	if len(req.Tools) == 0 || toolChoiceNone(req) || st.heeds() {
 		return turn{reasoning: "No tools left; answer.", text: "Final answer (simulated): the total of sales.csv is what the first run printed."}
 	}
 	code := VerifyWork

@@ -28,7 +28,9 @@ const (
 	Model = "phasegate-sim"
 	// LoopingModel plays a looping DeepSeek: it bursts parallel calls,
 	// repeats executed calls, sends malformed arguments and calls tools
-	// that were never declared, and answers only once it has no tools.
+	// that were never declared, and answers only once it has no tools,
+	// or, when the request states the gateway's rules, after the first
+	// refusal.
 	LoopingModel = "phasegate-sim-looping"
 )
 
@@ -104,6 +106,9 @@ func loopDecide(req *chat.Request) turn {
 		return turn{reasoning: "No tools left; answer.", text: "Final answer (simulated): here is what the tools returned, summed up."}
 	}
 	st := readTurn(req)
+	if st.heeds() {
+		return turn{reasoning: "The gateway said its rules; stop.", text: "Final answer (simulated): here is what the tools returned, summed up."}
+	}
 	executed, notices := st.executed, st.notices
 	first := req.Tools[0].Function
 	args := exampleArguments(first.Parameters)
