@@ -35,6 +35,7 @@ type Metrics struct {
 	shared          sharedMetrics
 	bounded         *prometheus.CounterVec
 	inflightBytes   prometheus.Gauge
+	rulesNotices    prometheus.Counter
 	envelopes       *prometheus.CounterVec
 	observed        *prometheus.CounterVec
 	// models are the configured model names, the values of the model
@@ -181,6 +182,8 @@ func New(reg prometheus.Registerer, providers []string, models ...string) *Metri
 		shared:        newSharedMetrics(),
 		bounded:       newBounded(),
 		inflightBytes: newInflightBytes(),
+		rulesNotices: prometheus.NewCounter(prometheus.CounterOpts{Name: "phasegate_rules_notices_total",
+			Help: "Upstream calls of the guard that stated its rules to the model up front (GUARD_RULES_NOTICE)."}),
 	}
 	m.register(reg)
 	m.zero(providers, models)
@@ -190,7 +193,7 @@ func New(reg prometheus.Registerer, providers []string, models ...string) *Metri
 // register registers every collector on reg.
 func (m *Metrics) register(reg prometheus.Registerer) {
 	for _, c := range []prometheus.Collector{m.requests, m.requestDuration, m.inFlight, m.upstreamLatency, m.upstreamErrors,
-		m.toolCalls, m.budgets, m.fallbacks, m.cycles, m.tokens, m.truncations, m.repairs, m.transient, m.retries, m.modelFallbacks, m.leaked, m.firstToken, m.overhead, m.modelTokens, m.envelopes, m.observed, m.bounded, m.inflightBytes} {
+		m.toolCalls, m.budgets, m.fallbacks, m.cycles, m.tokens, m.truncations, m.repairs, m.transient, m.retries, m.modelFallbacks, m.leaked, m.firstToken, m.overhead, m.modelTokens, m.envelopes, m.observed, m.bounded, m.inflightBytes, m.rulesNotices} {
 		reg.MustRegister(c)
 	}
 	for _, c := range m.shared.collectors() {
@@ -446,5 +449,13 @@ func RegisterTokenRatios(reg prometheus.Registerer, models []string, ratio func(
 			Help:        "Learned ratio of the prompt tokens upstreams report to the gateway's tiktoken estimate, by configured model.",
 			ConstLabels: prometheus.Labels{"model": name},
 		}, func() float64 { return ratio(name) }))
+	}
+}
+
+// RulesNotice counts an upstream call that stated the guard's rules to
+// the model up front.
+func (m *Metrics) RulesNotice() {
+	if m != nil {
+		m.rulesNotices.Inc()
 	}
 }

@@ -49,6 +49,10 @@ const (
 	// TraceObservedToolCall is the would-be verdict of a call the client
 	// executed under GUARD_MODE=observe: the guard judged it and let it be.
 	TraceObservedToolCall TraceKind = "observed_tool_call"
+	// TraceRulesNotice: the guard's rules were stated to the model in a
+	// system message before any violation (GUARD_RULES_NOTICE); Reason is
+	// the profile.
+	TraceRulesNotice TraceKind = "rules_notice"
 )
 
 // Trace is one event of the guard. It never holds argument bodies, prompt

@@ -198,4 +198,7 @@ type Limits struct {
 	// Profile is the guard's rules for this request; "" is the configured
 	// profile. The proxy only ever tightens it.
 	Profile Profile
+	// RulesNotice turns the rules notice on for this request, whatever
+	// the configuration says (it cannot turn it off).
+	RulesNotice bool
 }

@@ -70,6 +70,10 @@ type TwoStageConfig struct {
 	// envelope is invalid, or missing when required; 0 asks none again.
 	// phasegate starts with DefaultMaxEnvelopeRetries.
 	MaxEnvelopeRetries int
+	// RulesNotice states the rules and budgets to the model in a system
+	// message on every upstream call, before any violation
+	// (GUARD_RULES_NOTICE); a request's Limits may turn it on.
+	RulesNotice bool
 	// Metrics counts the guard's decisions; nil counts nothing.
 	Metrics *metrics.Metrics
 }
@@ -137,6 +141,9 @@ type guardRun struct {
 	// empty when plan mode has no allowlist, which allows nothing.
 	allow   []string
 	refused int
+	// rules is the rules notice every upstream call of the request
+	// carries; "" when GUARD_RULES_NOTICE is off for it.
+	rules string
 	// env is the envelope rule's state; nil when the request has none.
 	env *envelopeRun
 	// extra are the messages the guard appends to the client's history
@@ -238,6 +245,11 @@ func (r *guardRun) serve(ctx context.Context) error {
 	r.setPhase(ctx, PhaseAction, "")
 	r.traceResults(ctx)
 	b := r.budget()
+	if r.g.cfg.RulesNotice || r.x.Limits.RulesNotice {
+		r.rules = tools.RulesNotice(string(r.profile), r.profile == ProfileAgent, b)
+		r.trace(ctx, metrics.Trace{Kind: metrics.TraceRulesNotice, Reason: string(r.profile)})
+		r.g.cfg.Metrics.RulesNotice()
+	}
 	if b.Executions >= b.MaxExecutions {
 		return r.exhausted(ctx, "MAX_PHASE_CYCLES", tools.CycleBudgetNotice(b), tools.ShownCycleBudget(b))
 	}
@@ -371,6 +383,22 @@ func (r *guardRun) wrote(content string) {
 	r.newlines = len(content) - len(trimmed)
 }
 
+// withRules appends history to msgs with the rules notice, when on,
+// after its leading system messages: the model reads the rules before the
+// conversation, and the notice never enters the client's history.
+func (r *guardRun) withRules(msgs, history []chat.Message) []chat.Message {
+	if r.rules == "" {
+		return append(msgs, history...)
+	}
+	i := 0
+	for i < len(history) && history[i].Role == chat.RoleSystem {
+		i++
+	}
+	msgs = append(msgs, history[:i]...)
+	msgs = append(msgs, chat.NewMessage(chat.RoleSystem, r.rules))
+	return append(msgs, history[i:]...)
+}
+
 // upstreamRequest builds the request of one internal call and counts it:
 // the client's request as the proxy fitted it, made to stream with usage,
 // plus what the guard appended, fitted again when anything was appended or
@@ -388,9 +416,9 @@ func (r *guardRun) upstreamRequest(final bool) (*chat.Request, Prompt, error) {
 	if err := req.Set("stream_options", so); err != nil {
 		return nil, Prompt{}, &GuardError{Err: fmt.Errorf("build upstream request: %w", err)}
 	}
-	if len(r.extra) > 0 {
-		msgs := make([]chat.Message, 0, len(req.Messages)+len(r.extra))
-		req.SetMessages(append(append(msgs, req.Messages...), r.extra...))
+	if len(r.extra) > 0 || r.rules != "" {
+		msgs := make([]chat.Message, 0, len(req.Messages)+len(r.extra)+1)
+		req.SetMessages(append(r.withRules(msgs, req.Messages), r.extra...))
 	}
 	switch {
 	case final:
@@ -407,7 +435,7 @@ func (r *guardRun) upstreamRequest(final bool) (*chat.Request, Prompt, error) {
 			req.Delete("parallel_tool_calls")
 		}
 	}
-	if r.x.Tokens == nil || len(r.extra) == 0 && !final && !r.x.Limits.Plan {
+	if r.x.Tokens == nil || len(r.extra) == 0 && r.rules == "" && !final && !r.x.Limits.Plan {
 		return req, r.x.Prompt, nil
 	}
 	// What the guard appended must fit too: the history makes room,

@@ -46,6 +46,11 @@ const protocolDefault = ""
 // the guard serves it on /v1 even when it declares no tools.
 const EnvelopeHeader = "X-Phasegate-Envelope"
 
+// RulesNoticeHeader set to true has the guard state its rules to the
+// model up front for this request; false leaves GUARD_RULES_NOTICE as
+// configured (a client can turn the notice on, never off).
+const RulesNoticeHeader = "X-Phasegate-Rules-Notice"
+
 // needsGuard reports whether a request to /v1 has anything for the guard
 // to judge: tools it may call, or an orchestrator envelope (asked for by
 // the header or by a rule for its model; a header the guard cannot read
@@ -763,6 +768,13 @@ func (h *Handler) limits(hdr http.Header, model string) (protocol.Limits, error)
 	}
 	if l.Profile, err = h.guardProfile(hdr, model); err != nil {
 		return l, err
+	}
+	switch v := hdr.Get(RulesNoticeHeader); v {
+	case "", "false":
+	case "true":
+		l.RulesNotice = true
+	default:
+		return l, chat.InvalidRequest("", "header %s must be true or false, got %q", RulesNoticeHeader, v)
 	}
 	switch mode := hdr.Get("X-Phasegate-Mode"); mode {
 	case "", "act":

@@ -23,7 +23,19 @@ const (
 type turnState struct {
 	executed []chat.ToolCall
 	notices  int
+	// rules is whether the request states the gateway's rules up front
+	// (a system message opening with rulesLead): a looping model that was
+	// told the rules heeds the first refusal and answers, where one that
+	// was not tries again until the refusals are spent.
+	rules bool
 }
+
+// rulesLead opens the guard's rules notice (tools.RulesNoticeLead).
+const rulesLead = "Tool-call rules of this gateway:"
+
+// heeds reports whether the model stops looping now: it was told the
+// rules and a refusal followed.
+func (st turnState) heeds() bool { return st.rules && st.notices > 0 }
 
 func readTurn(req *chat.Request) turnState {
 	lastUser := 0
@@ -33,6 +45,9 @@ func readTurn(req *chat.Request) turnState {
 		}
 	}
 	var st turnState
+	for _, m := range req.Messages[:lastUser] {
+		st.rules = st.rules || m.Role == chat.RoleSystem && strings.HasPrefix(m.Text(), rulesLead)
+	}
 	for _, m := range req.Messages[lastUser+1:] {
 		switch m.Role {
 		case chat.RoleSystem:

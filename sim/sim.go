@@ -28,12 +28,14 @@ const (
 	Model = "phasegate-sim"
 	// LoopingModel plays a looping DeepSeek: it bursts parallel calls,
 	// repeats executed calls, sends malformed arguments and calls tools
-	// that were never declared, and answers only once it has no tools.
+	// that were never declared, and answers only once it has no tools,
+	// or, when the request states the gateway's rules, after the first
+	// refusal.
 	LoopingModel = "phasegate-sim-looping"
 )
 
 // Models lists the simulated models, as /v1/models shows them.
-var Models = []string{Model, LoopingModel, LeakyModel, TestsModel, OrchestratorModel}
+var Models = []string{Model, LoopingModel, LeakyModel, TestsModel, OrchestratorModel, SessionModel, VerifyModel}
 
 // Answer is the simulated models' reply to a request with method, path and
 // body. It needs no key and no network: it answers /models and
@@ -104,6 +106,9 @@ func loopDecide(req *chat.Request) turn {
 		return turn{reasoning: "No tools left; answer.", text: "Final answer (simulated): here is what the tools returned, summed up."}
 	}
 	st := readTurn(req)
+	if st.heeds() {
+		return turn{reasoning: "The gateway said its rules; stop.", text: "Final answer (simulated): here is what the tools returned, summed up."}
+	}
 	executed, notices := st.executed, st.notices
 	first := req.Tools[0].Function
 	args := exampleArguments(first.Parameters)
@@ -174,6 +179,10 @@ func decide(req *chat.Request) turn {
 		return testsDecide(req)
 	case OrchestratorModel:
 		return orchestratorDecide(req)
+	case SessionModel:
+		return sessionDecide(req)
+	case VerifyModel:
+		return verifyDecide(req)
 	}
 	last := req.Messages[len(req.Messages)-1]
 	switch {

@@ -114,3 +114,23 @@ func CycleBudgetNotice(b Budget) string {
 func DuplicateExceededNotice(b Budget) string {
 	return duplicateExceededText + b.suffix("MAX_DUPLICATE_ATTEMPTS")
 }
+
+// RulesNoticeLead opens the rules notice, so a reader of a request can
+// tell it from the notices about refused calls.
+const RulesNoticeLead = "Tool-call rules of this gateway:"
+
+// RulesNotice returns the system message that states the guard's rules
+// and budgets to the model before any violation (seed 001 T2.3): one
+// tool call per response, no repeated call in a turn (progressive: no
+// repeat without new results, even in another form), the cycle budget
+// and where the turn stands, the refusals a request may see, the profile.
+func RulesNotice(profile string, progressive bool, b Budget) string {
+	repeat := "do not repeat a tool call already executed in this turn with the same arguments; use its result"
+	if progressive {
+		repeat = "repeat a tool call only when something changed since its last run; a call that returned the same result twice, even written differently, is refused"
+	}
+	return fmt.Sprintf("%s call at most one tool per response (further calls are dropped); %s; "+
+		"at most %d tool executions in this turn (%d used), then you must answer without tools; "+
+		"after %d refused calls you must answer without tools. When you have what you need, answer. (profile: %s)",
+		RulesNoticeLead, repeat, b.MaxExecutions, b.Executions, b.MaxRefused, profile)
+}

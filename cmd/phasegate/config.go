@@ -101,6 +101,7 @@ var settings = []setting{
 	{env: "SHOW_NOTICES", def: "true", kind: kindBool, help: "show the client one line per guard decision, as \"**System Notice**\" content (the model gets the full notice either way)"},
 	{env: "GUARD_PROFILE", def: string(protocol.ProfileStrict), kind: kindChoice, choices: []string{string(protocol.ProfileStrict), string(protocol.ProfileAgent)}, help: "the guard's rules: strict (MAX_PHASE_CYCLES executions per turn, exact repeats refused) or agent (for coding agents: AGENT_MAX_PHASE_CYCLES executions, any call may repeat while its result changes, repeats without progress refused, even when they differ in form); per model with guard: models: in the config file; a request's X-Phasegate-Guard-Profile may only tighten it"},
 	{env: "GUARD_MODE", def: string(protocol.ModeEnforce), kind: kindChoice, choices: []string{string(protocol.ModeEnforce), string(protocol.ModeObserve)}, help: "enforce (the guard refuses, re-asks and forces final answers) or observe (every request passes through unchanged; the guard judges the calls the client ran and counts what it would have done in phasegate_observed_tool_calls_total); per model with guard: modes: and per project with guard: projects: in the config file"},
+	{env: "GUARD_RULES_NOTICE", def: "false", kind: kindBool, help: "state the guard's rules and budgets to the model in a system message at the start of every guarded upstream request, before any violation (it never enters the client's history); a request's X-Phasegate-Rules-Notice: true turns it on for that request"},
 	{env: "AGENT_MAX_PHASE_CYCLES", def: strconv.Itoa(protocol.DefaultAgentMaxPhaseCycles), kind: kindInt, min: 1, help: "tool executions allowed per user turn under GUARD_PROFILE=agent"},
 	{env: "REPEATABLE_TOOLS", kind: kindList, help: "tools exempt from the duplicate rule while their results change (e.g. run_tests,git_status), comma-separated; an identical call whose last two identical calls returned the same result is refused as no progress"},
 	{env: "PLAN_TOOLS", kind: kindList, help: "read-only tools of plan mode, comma-separated; requests with X-Phasegate-Mode: plan only see and may only call these"},
@@ -602,6 +603,7 @@ type options struct {
 	repeatableTools []string
 	// profile is the guard's rules where guard: models: sets none.
 	profile         protocol.Profile
+	rulesNotice     bool
 	defaultProtocol string
 	budgets         budgets
 	tokens          tokens.Config
@@ -995,6 +997,7 @@ func (r *resolver) options() options {
 		logLevel:        r.choice("LOG_LEVEL"),
 		twoStage:        r.boolean("TWO_STAGE_ENABLED"),
 		showNotices:     r.boolean("SHOW_NOTICES"),
+		rulesNotice:     r.boolean("GUARD_RULES_NOTICE"),
 		thinkingRepair:  r.boolean("THINKING_REPAIR"),
 		thinkingBytes:   int64(r.num("THINKING_MEMORY_BYTES")),
 		thinkingTTL:     r.dur("THINKING_MEMORY_TTL"),

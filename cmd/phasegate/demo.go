@@ -15,6 +15,8 @@ import (
 	openai "github.com/sashabaranov/go-openai"
 	"github.com/sashabaranov/go-openai/jsonschema"
 
+	"github.com/phasegate/phasegate/protocol"
+	"github.com/phasegate/phasegate/proxy"
 	"github.com/phasegate/phasegate/sim"
 )
 
@@ -29,7 +31,10 @@ const demoMaxPhaseCycles = 6
 var demoCommand = command{name: "phasegate demo", intro: `phasegate demo: a scripted agent talks to simulated models that misbehave like
 DeepSeek on a bad day (a tool loop, a tool call leaked into the text, a
 test-rerun loop, a broken orchestrator envelope), once through the plain pass-through and once through the
-guard, and prints what reaches the client each time.
+guard, and prints what reaches the client each time. Two more show the agent
+profile (GUARD_PROFILE=agent, set by the demo for their models): a coding
+agent's legitimate 20-call turn, which the strict default cuts at 3, and a
+cosmetic execute_code verification loop.
 
 Usage:
   phasegate demo [flags]
@@ -104,6 +109,12 @@ func runDemo(ctx context.Context, args []string, getenv func(string) string, std
 	if o.budgets.maxPhaseCycles < demoMaxPhaseCycles {
 		o.budgets.maxPhaseCycles = demoMaxPhaseCycles
 	}
+	// The agent scenarios run under the agent profile; their strict run
+	// asks for the default's rules with the headers that tighten them.
+	o.proxy.GuardProfiles = append([]proxy.ProfileRule{
+		{Pattern: sim.SessionModel, Profile: protocol.ProfileAgent},
+		{Pattern: sim.VerifyModel, Profile: protocol.ProfileAgent},
+	}, o.proxy.GuardProfiles...)
 	fmt.Fprint(stdout, demoSettings(o))
 	h, closeShared, err := newHandler(ctx, o, newLogger(stderr, o.logLevel, o.redactor), nil)
 	if err != nil {
@@ -125,18 +136,45 @@ func runDemo(ctx context.Context, args []string, getenv func(string) string, std
 	base := "http://" + ln.Addr().String()
 	for _, sc := range demoScenarios() {
 		fmt.Fprintf(stdout, "\n##### %s\n%s\n", sc.title, sc.story)
-		for _, route := range []struct{ title, path string }{
-			{"without the guard: " + base + "/standard/v1", "/standard/v1"},
-			{"with the guard: " + base + "/two-stage/v1", "/two-stage/v1"},
-		} {
+		for _, route := range demoRoutes(base, sc) {
 			fmt.Fprintf(stdout, "\n== %s ==\n", route.title)
-			if err := demoAgent(ctx, base+route.path, sc, route.path == "/two-stage/v1", stdout); err != nil {
+			if err := demoAgent(ctx, route.url, sc, route.header, stdout); err != nil {
 				return err
 			}
 		}
 	}
 	fmt.Fprintf(stdout, "\n%s\n", demoNext(getenv))
 	return nil
+}
+
+// demoRoute is one way the scripted agent reaches the gateway.
+type demoRoute struct {
+	title, url string
+	header     map[string]string
+}
+
+// demoRoutes are the runs of scenario sc: without the guard, then with
+// it; an agent scenario's guarded runs are under the strict profile with
+// its default 3 tool runs a turn (when sc.strictToo) and under the agent
+// profile.
+func demoRoutes(base string, sc demoScenario) []demoRoute {
+	plain := demoRoute{title: "without the guard: " + base + "/standard/v1", url: base + "/standard/v1"}
+	guarded := demoRoute{title: "with the guard: " + base + "/two-stage/v1", url: base + "/two-stage/v1"}
+	if sc.envelope != "" {
+		guarded.header = map[string]string{proxy.EnvelopeHeader: sc.envelope}
+	}
+	if !sc.agent {
+		return []demoRoute{plain, guarded}
+	}
+	routes := []demoRoute{plain}
+	if sc.strictToo {
+		strict := guarded
+		strict.title = "with the guard, strict profile (the default: 3 tool runs a turn): " + strict.url
+		strict.header = map[string]string{proxy.ProfileHeader: string(protocol.ProfileStrict), "X-Phasegate-Max-Phase-Cycles": "3"}
+		routes = append(routes, strict)
+	}
+	guarded.title = "with the guard, GUARD_PROFILE=agent: " + guarded.url
+	return append(routes, guarded)
 }
 
 // program is the command that started this process, as typed.
@@ -167,13 +205,18 @@ type demoScenario struct {
 	// envelope, when set, is the X-Phasegate-Envelope header the agent
 	// sends on the guarded route.
 	envelope string
+	// agent runs the guarded route under the agent profile; strictToo
+	// runs it under the strict default first.
+	agent, strictToo bool
+	// maxRequests bounds the agent's requests; 0 is demoMaxRequests.
+	maxRequests int
 	// run executes a tool call; it may keep state across one agent run,
 	// which newRun resets.
-	newRun func() func(name string) string
+	newRun func() func(name, args string) string
 }
 
 func demoScenarios() []demoScenario {
-	weather := func() func(string) string { return demoToolResult }
+	weather := func() func(string, string) string { return demoToolResult }
 	return []demoScenario{
 		{
 			title: "1. A looping model",
@@ -189,9 +232,9 @@ func demoScenarios() []demoScenario {
 			title: "3. Re-running the tests (run_tests is in REPEATABLE_TOOLS)",
 			story: "The model runs the tests, edits, runs them again — a legitimate repeat — and then\nkeeps re-running them without changing anything.",
 			model: sim.TestsModel, prompt: "Make the tests pass.", tools: demoTestTools,
-			newRun: func() func(string) string {
+			newRun: func() func(string, string) string {
 				edits := 0
-				return func(name string) string {
+				return func(name, _ string) string {
 					switch name {
 					case "edit_file":
 						edits++
@@ -207,6 +250,18 @@ func demoScenarios() []demoScenario {
 			title: "4. An orchestrator's envelope, broken (X-Phasegate-Envelope: required)",
 			story: "An orchestrator wants its answer in a <<<ORCHESTRATOR_RESPONSE>>> envelope; the model\nleaves out a required field and writes an unknown complexity.",
 			model: sim.OrchestratorModel, prompt: "Analyse the codebase (broken).", envelope: "required", newRun: weather,
+		},
+		{
+			title: "5. A coding agent's long turn (20 tool calls)",
+			story: "The model explores, reads, edits, re-runs the tests after each edit and commits: legitimate\nwork whose repeats bring new results. The strict default cuts it at 3 tool runs; the agent\nprofile lets it run to its answer.",
+			model: sim.SessionModel, prompt: "Fix the rounding bug in calc and commit.", tools: demoSessionTools,
+			agent: true, strictToo: true, maxRequests: 24, newRun: demoSession,
+		},
+		{
+			title: "6. A cosmetic verification loop (execute_code)",
+			story: "Its work done, the model keeps \"verifying\" with execute_code calls that differ only in\nquotes, spaces and comments and print the same thing (NousResearch/hermes-agent issue 37255).",
+			model: sim.VerifyModel, prompt: "What is the total of sales.csv?", tools: demoCodeTools,
+			agent: true, maxRequests: 8, newRun: demoCode,
 		},
 	}
 }
@@ -228,17 +283,21 @@ var demoTools = []openai.Tool{
 // demoAgent is an ordinary agent loop: stream a response, execute every
 // tool call it holds, append the results, ask again — until the model
 // answers or demoMaxRequests is reached.
-func demoAgent(ctx context.Context, baseURL string, sc demoScenario, guarded bool, out io.Writer) error {
+func demoAgent(ctx context.Context, baseURL string, sc demoScenario, header map[string]string, out io.Writer) error {
 	cfg := openai.DefaultConfig("demo-key")
 	cfg.BaseURL = baseURL
-	if sc.envelope != "" && guarded {
-		cfg.HTTPClient = &http.Client{Transport: headerTransport{"X-Phasegate-Envelope": sc.envelope}}
+	if len(header) > 0 {
+		cfg.HTTPClient = &http.Client{Transport: headerTransport(header)}
+	}
+	maxRequests := demoMaxRequests
+	if sc.maxRequests > 0 {
+		maxRequests = sc.maxRequests
 	}
 	client := openai.NewClientWithConfig(cfg)
 	msgs := []openai.ChatCompletionMessage{{Role: openai.ChatMessageRoleUser, Content: sc.prompt}}
 	runTool := sc.newRun()
 	executed := 0
-	for n := 1; n <= demoMaxRequests; n++ {
+	for n := 1; n <= maxRequests; n++ {
 		stream, err := client.CreateChatCompletionStream(ctx, openai.ChatCompletionRequest{Model: sc.model, Messages: msgs, Tools: sc.tools, Stream: true})
 		if err != nil {
 			return fmt.Errorf("request %d: %w", n, err)
@@ -296,12 +355,12 @@ func demoAgent(ctx context.Context, baseURL string, sc demoScenario, guarded boo
 		for _, c := range calls {
 			executed++
 			fmt.Fprintf(out, "    agent runs %s %s\n", c.Function.Name, c.Function.Arguments)
-			result := runTool(c.Function.Name)
+			result := runTool(c.Function.Name, c.Function.Arguments)
 			fmt.Fprintf(out, "      → %s\n", result)
 			msgs = append(msgs, openai.ChatCompletionMessage{Role: openai.ChatMessageRoleTool, ToolCallID: c.ID, Content: result})
 		}
 	}
-	fmt.Fprintf(out, "  stopped by the demo after %d requests and %d tool executions: the model never answered.\n", demoMaxRequests, executed)
+	fmt.Fprintf(out, "  stopped by the demo after %d requests and %d tool executions: the model never answered.\n", maxRequests, executed)
 	return nil
 }
 
@@ -316,7 +375,7 @@ func (h headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	return http.DefaultTransport.RoundTrip(r)
 }
 
-func demoToolResult(name string) string {
+func demoToolResult(name, _ string) string {
 	switch name {
 	case "get_weather":
 		return `{"city":"Paris","sky":"sunny","celsius":21}`

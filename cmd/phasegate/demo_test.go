@@ -27,8 +27,8 @@ func TestDemo(t *testing.T) {
 		t.Errorf("the demo does not start by saying its settings:\n%s", text)
 	}
 	sections := strings.Split(text, "== with the guard")
-	if len(sections) != 5 {
-		t.Fatalf("want four scenarios, each with and without the guard; got:\n%s", text)
+	if len(sections) != 8 {
+		t.Fatalf("want six scenarios, each with and without the guard, the long session under both profiles; got:\n%s", text)
 	}
 	for _, want := range []string{
 		"stopped by the demo after 6 requests",                       // looping, without the guard
@@ -59,10 +59,53 @@ func TestDemo(t *testing.T) {
 	for i, s := range sections[1:] {
 		guarded := strings.SplitN(s, "##### ", 2)[0]
 		if !strings.Contains(guarded, "done: an answer") {
-			t.Errorf("scenario %d with the guard did not end in an answer:\n%s", i+1, guarded)
+			t.Errorf("guarded run %d did not end in an answer:\n%s", i+1, guarded)
 		}
 		if strings.Contains(guarded, "tool▁calls▁begin") {
-			t.Errorf("scenario %d with the guard showed leaked markers to the client", i+1)
+			t.Errorf("guarded run %d showed leaked markers to the client", i+1)
 		}
+	}
+	demoAgentScenarios(t, text)
+}
+
+// demoAgentScenarios checks the agent profile's two scenarios: the long
+// session answers untouched without the guard and under the agent
+// profile and is cut at 3 under the strict default; the cosmetic loop
+// never answers without the guard and is stopped within 3 wasted runs
+// under the agent profile.
+func demoAgentScenarios(t *testing.T, text string) {
+	t.Helper()
+	scenarios := strings.Split(text, "\n##### ")
+	if len(scenarios) != 7 {
+		t.Fatalf("want six scenarios; got:\n%s", text)
+	}
+	runs := func(sc string) map[string]string {
+		out := map[string]string{}
+		for _, part := range strings.Split(sc, "\n== ")[1:] {
+			title, body, _ := strings.Cut(part, " ==\n")
+			out[strings.SplitN(title, ":", 2)[0]] = body
+		}
+		return out
+	}
+	session := runs(scenarios[5])
+	const answered = "done: an answer after 21 request(s) and 20 tool execution(s)."
+	for _, route := range []string{"without the guard", "with the guard, GUARD_PROFILE=agent"} {
+		if body := session[route]; !strings.Contains(body, answered) || strings.Contains(body, "System Notice") {
+			t.Errorf("the long session %s did not run its 20 calls untouched to its answer:\n%s", route, body)
+		}
+	}
+	strict := session["with the guard, strict profile (the default"]
+	if !strings.Contains(strict, "tool runs of this turn used up (3 of 3)") || !strings.Contains(strict, "done: an answer after 4 request(s) and 3 tool execution(s).") {
+		t.Errorf("the long session under the strict default was not cut at 3:\n%s", strict)
+	}
+	loop := runs(scenarios[6])
+	if body := loop["without the guard"]; !strings.Contains(body, "stopped by the demo after 8 requests and 8 tool executions") {
+		t.Errorf("the cosmetic loop without the guard:\n%s", body)
+	}
+	agent := loop["with the guard, GUARD_PROFILE=agent"]
+	// One run does the work; every later one is a wasted verification.
+	if wasted := strings.Count(agent, "agent runs execute_code") - 1; wasted > 3 || !strings.Contains(agent, "done: an answer") ||
+		!strings.Contains(agent, "its last two runs, the same but for form, gave the same result") {
+		t.Errorf("the cosmetic loop under the agent profile was not stopped within 3 wasted runs (%d):\n%s", wasted, agent)
 	}
 }

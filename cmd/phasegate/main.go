@@ -294,6 +294,7 @@ func newHandler(ctx context.Context, o options, log *slog.Logger, tp *sdktrace.T
 			MaxPhaseCycles:       o.budgets.maxPhaseCycles,
 			MaxDuplicateAttempts: o.budgets.maxDuplicateAttempts,
 			HideNotices:          !o.showNotices,
+			RulesNotice:          o.rulesNotice,
 			PlanTools:            o.planTools,
 			RepeatableTools:      o.repeatableTools,
 			Profile:              o.profile,
