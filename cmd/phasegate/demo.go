@@ -298,49 +298,13 @@ func demoAgent(ctx context.Context, baseURL string, sc demoScenario, header map[
 	runTool := sc.newRun()
 	executed := 0
 	for n := 1; n <= maxRequests; n++ {
-		stream, err := client.CreateChatCompletionStream(ctx, openai.ChatCompletionRequest{Model: sc.model, Messages: msgs, Tools: sc.tools, Stream: true})
+		content, calls, finish, err := demoTurn(ctx, client, openai.ChatCompletionRequest{Model: sc.model, Messages: msgs, Tools: sc.tools, Stream: true})
 		if err != nil {
 			return fmt.Errorf("request %d: %w", n, err)
 		}
-		var content strings.Builder
-		var calls []openai.ToolCall
-		finish := ""
-		for {
-			resp, err := stream.Recv()
-			if errors.Is(err, io.EOF) {
-				break
-			}
-			if err != nil {
-				stream.Close()
-				return fmt.Errorf("request %d: %w", n, err)
-			}
-			if len(resp.Choices) == 0 {
-				continue
-			}
-			ch := resp.Choices[0]
-			content.WriteString(ch.Delta.Content)
-			for _, d := range ch.Delta.ToolCalls {
-				i := 0
-				if d.Index != nil {
-					i = *d.Index
-				}
-				for len(calls) <= i {
-					calls = append(calls, openai.ToolCall{Type: openai.ToolTypeFunction})
-				}
-				if d.ID != "" {
-					calls[i].ID = d.ID
-				}
-				calls[i].Function.Name += d.Function.Name
-				calls[i].Function.Arguments += d.Function.Arguments
-			}
-			if ch.FinishReason != "" {
-				finish = string(ch.FinishReason)
-			}
-		}
-		stream.Close()
 
 		fmt.Fprintf(out, "request %d → finish %q, %d tool call(s)\n", n, finish, len(calls))
-		if text := strings.TrimSpace(content.String()); text != "" {
+		if text := strings.TrimSpace(content); text != "" {
 			for _, line := range strings.Split(text, "\n") {
 				if line = strings.TrimSpace(line); line != "" {
 					fmt.Fprintf(out, "    says: %s\n", line)
@@ -351,7 +315,7 @@ func demoAgent(ctx context.Context, baseURL string, sc demoScenario, header map[
 			fmt.Fprintf(out, "  done: an answer after %d request(s) and %d tool execution(s).\n", n, executed)
 			return nil
 		}
-		msgs = append(msgs, openai.ChatCompletionMessage{Role: openai.ChatMessageRoleAssistant, Content: content.String(), ToolCalls: calls})
+		msgs = append(msgs, openai.ChatCompletionMessage{Role: openai.ChatMessageRoleAssistant, Content: content, ToolCalls: calls})
 		for _, c := range calls {
 			executed++
 			fmt.Fprintf(out, "    agent runs %s %s\n", c.Function.Name, c.Function.Arguments)
@@ -362,6 +326,50 @@ func demoAgent(ctx context.Context, baseURL string, sc demoScenario, header map[
 	}
 	fmt.Fprintf(out, "  stopped by the demo after %d requests and %d tool executions: the model never answered.\n", maxRequests, executed)
 	return nil
+}
+
+// demoTurn streams one response and returns its text, its tool calls
+// (their deltas accumulated by index) and its finish reason.
+func demoTurn(ctx context.Context, client *openai.Client, req openai.ChatCompletionRequest) (string, []openai.ToolCall, string, error) {
+	stream, err := client.CreateChatCompletionStream(ctx, req)
+	if err != nil {
+		return "", nil, "", err
+	}
+	defer stream.Close()
+	var content strings.Builder
+	var calls []openai.ToolCall
+	finish := ""
+	for {
+		resp, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			return content.String(), calls, finish, nil
+		}
+		if err != nil {
+			return "", nil, "", err
+		}
+		if len(resp.Choices) == 0 {
+			continue
+		}
+		ch := resp.Choices[0]
+		content.WriteString(ch.Delta.Content)
+		for _, d := range ch.Delta.ToolCalls {
+			i := 0
+			if d.Index != nil {
+				i = *d.Index
+			}
+			for len(calls) <= i {
+				calls = append(calls, openai.ToolCall{Type: openai.ToolTypeFunction})
+			}
+			if d.ID != "" {
+				calls[i].ID = d.ID
+			}
+			calls[i].Function.Name += d.Function.Name
+			calls[i].Function.Arguments += d.Function.Arguments
+		}
+		if ch.FinishReason != "" {
+			finish = string(ch.FinishReason)
+		}
+	}
 }
 
 // headerTransport adds its headers to every request.
