@@ -442,20 +442,11 @@ func readEnvelopes(n *yaml.Node, bad func(int, string, ...any)) fileEnvelopes {
 // readEnvelopeRules reads envelopes: models, in the order written.
 func readEnvelopeRules(n *yaml.Node, bad func(int, string, ...any)) []proxy.EnvelopeRule {
 	var out []proxy.EnvelopeRule
-	seen := map[string]int{}
-	for j := 0; j+1 < len(n.Content); j += 2 {
-		name, mode := n.Content[j], n.Content[j+1]
-		if first, dup := seen[name.Value]; dup {
-			bad(name.Line, "envelopes: models: %s is set twice (first on line %d)", name.Value, first)
-			continue
-		}
-		seen[name.Value] = name.Line
-		m, err := protocol.ParseEnvelopeMode(mode.Value)
-		if err != nil || mode.Kind != yaml.ScalarNode || mode.Tag == "!!null" {
-			bad(mode.Line, "envelopes: models: %s: must be optional, required or off", name.Value)
-			continue
-		}
-		out = append(out, proxy.EnvelopeRule{Pattern: name.Value, Mode: m})
+	for _, e := range readNamed("envelopes: models", "optional, required or off", n, bad, func(_, v *yaml.Node) (protocol.EnvelopeMode, bool) {
+		m, err := protocol.ParseEnvelopeMode(v.Value)
+		return m, err == nil && v.Kind == yaml.ScalarNode && v.Tag != "!!null"
+	}) {
+		out = append(out, proxy.EnvelopeRule{Pattern: e.name, Mode: e.value})
 	}
 	return out
 }

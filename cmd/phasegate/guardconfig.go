@@ -38,14 +38,14 @@ func readGuard(n *yaml.Node, bad func(int, string, ...any)) fileGuard {
 			bad(v.Line, "guard: models must be a mapping of model names (or prefixes ending in *) to strict or agent")
 		case k.Value == "modes" && v.Kind == yaml.MappingNode:
 			for _, e := range readModes("modes", v, bad) {
-				fg.modes = append(fg.modes, proxy.ModeRule{Pattern: e.name, Mode: e.mode})
+				fg.modes = append(fg.modes, proxy.ModeRule{Pattern: e.name, Mode: e.value})
 			}
 		case k.Value == "modes":
 			bad(v.Line, "guard: modes must be a mapping of model names (or prefixes ending in *) to enforce or observe")
 		case k.Value == "projects" && v.Kind == yaml.MappingNode:
 			fg.projects = map[string]protocol.Mode{}
 			for _, e := range readModes("projects", v, bad) {
-				fg.projects[e.name] = e.mode
+				fg.projects[e.name] = e.value
 			}
 		case k.Value == "projects":
 			bad(v.Line, "guard: projects must be a mapping of project names to enforce or observe")
@@ -56,50 +56,54 @@ func readGuard(n *yaml.Node, bad func(int, string, ...any)) fileGuard {
 	return fg
 }
 
-// namedMode is one entry of guard: modes or guard: projects.
-type namedMode struct {
-	name string
-	mode protocol.Mode
+// named is one entry of a mapping of names to values, such as guard:
+// modes or envelopes: models.
+type named[T any] struct {
+	name  string
+	value T
 }
 
-// readModes reads a mapping of names to guard modes, in the order written.
-func readModes(key string, n *yaml.Node, bad func(int, string, ...any)) []namedMode {
-	var out []namedMode
+// readNamed reads a mapping of names to values, in the order written. A
+// name given twice, or a value parse refuses, is reported at its line
+// under section ("guard: modes") with what the value must be, and left
+// out.
+func readNamed[T any](section, must string, n *yaml.Node, bad func(int, string, ...any), parse func(name, v *yaml.Node) (T, bool)) []named[T] {
+	var out []named[T]
 	seen := map[string]int{}
 	for j := 0; j+1 < len(n.Content); j += 2 {
 		name, v := n.Content[j], n.Content[j+1]
 		if first, dup := seen[name.Value]; dup {
-			bad(name.Line, "guard: %s: %s is set twice (first on line %d)", key, name.Value, first)
+			bad(name.Line, "%s: %s is set twice (first on line %d)", section, name.Value, first)
 			continue
 		}
 		seen[name.Value] = name.Line
-		m, err := protocol.ParseMode(v.Value)
-		if err != nil || v.Kind != yaml.ScalarNode || name.Value == "" {
-			bad(v.Line, "guard: %s: %q: must be enforce or observe", key, name.Value)
+		x, ok := parse(name, v)
+		if !ok {
+			bad(v.Line, "%s: %s: must be %s", section, name.Value, must)
 			continue
 		}
-		out = append(out, namedMode{name: name.Value, mode: m})
+		out = append(out, named[T]{name: name.Value, value: x})
 	}
 	return out
+}
+
+// readModes reads a mapping of names to guard modes (guard: modes, guard:
+// projects).
+func readModes(key string, n *yaml.Node, bad func(int, string, ...any)) []named[protocol.Mode] {
+	return readNamed("guard: "+key, "enforce or observe", n, bad, func(name, v *yaml.Node) (protocol.Mode, bool) {
+		m, err := protocol.ParseMode(v.Value)
+		return m, err == nil && v.Kind == yaml.ScalarNode && name.Value != ""
+	})
 }
 
 // readProfileRules reads guard: models, in the order written.
 func readProfileRules(n *yaml.Node, bad func(int, string, ...any)) []proxy.ProfileRule {
 	var out []proxy.ProfileRule
-	seen := map[string]int{}
-	for j := 0; j+1 < len(n.Content); j += 2 {
-		name, v := n.Content[j], n.Content[j+1]
-		if first, dup := seen[name.Value]; dup {
-			bad(name.Line, "guard: models: %s is set twice (first on line %d)", name.Value, first)
-			continue
-		}
-		seen[name.Value] = name.Line
+	for _, e := range readNamed("guard: models", "strict or agent", n, bad, func(_, v *yaml.Node) (protocol.Profile, bool) {
 		p, err := protocol.ParseProfile(v.Value)
-		if err != nil || v.Kind != yaml.ScalarNode {
-			bad(v.Line, "guard: models: %s: must be strict or agent", name.Value)
-			continue
-		}
-		out = append(out, proxy.ProfileRule{Pattern: name.Value, Profile: p})
+		return p, err == nil && v.Kind == yaml.ScalarNode
+	}) {
+		out = append(out, proxy.ProfileRule{Pattern: e.name, Profile: e.value})
 	}
 	return out
 }
