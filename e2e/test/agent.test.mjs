@@ -77,7 +77,9 @@ function workspace() {
 
 const params = { type: 'object', properties: {}, additionalProperties: true };
 const toolNames = ['run_shell', 'read_file', 'edit_file', 'execute_code'];
-const userPrompt = 'The dial in pkg times out at once; fix it and ship a release.';
+// The prompt names the scenario too, for a gateway that does not forward
+// X-Test-Scenario.
+const userPrompt = (scenario) => `The dial in pkg times out at once; fix it and ship a release. scenario:${scenario}`;
 
 /** The openai SDK's runTools helper, streamed or not. */
 async function viaRunTools(scenario, ws, stream) {
@@ -93,7 +95,7 @@ async function viaRunTools(scenario, ws, stream) {
     function: { name, parameters: params, parse: JSON.parse, function: (args) => ws.run(name, args) },
   }));
   const runner = client.chat.completions.runTools(
-    { model, messages: [{ role: 'user', content: userPrompt }], tools, stream },
+    { model, messages: [{ role: 'user', content: userPrompt(scenario) }], tools, stream },
     { maxChatCompletions: maxSteps },
   );
   return runner.finalContent();
@@ -105,7 +107,7 @@ async function viaAISDK(scenario, ws, stream) {
   const tools = Object.fromEntries(
     toolNames.map((name) => [name, tool({ inputSchema: jsonSchema(params), execute: async (args) => ws.run(name, args) })]),
   );
-  const opts = { model: provider.chat(model), prompt: userPrompt, tools, stopWhen: stepCountIs(maxSteps), maxRetries: 0 };
+  const opts = { model: provider.chat(model), prompt: userPrompt(scenario), tools, stopWhen: stepCountIs(maxSteps), maxRetries: 0 };
   if (!stream) return (await generateText(opts)).text;
   let failure;
   const result = streamText({ ...opts, onError: ({ error }) => (failure = error) });
