@@ -151,13 +151,14 @@ for (const [clientName, runAgent] of Object.entries(clients)) {
     });
 
     for (const [scenario, loop] of Object.entries(loops)) {
-      test(`${scenario} ends with an answer within 3 wasted executions`, async () => {
+      test(`${scenario} ends with an answer within 3 wasted executions`, async (t) => {
         const ws = workspace();
         const answer = await runAgent(scenario, ws);
         const looped = ws.runs.slice(leadCalls);
         assert.ok(looped.length >= 1 && looped.every((r) => r.name === loop.tool && r.result === loop.result), JSON.stringify(ws.runs));
         // Every execution of the loop after its first one brought nothing new.
         const wasted = looped.length - 1;
+        t.diagnostic(`${wasted} wasted executions`);
         assert.ok(wasted <= 3, `${wasted} wasted executions: ${JSON.stringify(looped)}`);
         assert.match(answer, /Final answer after \d+ tool results\./);
         assert.match(answer, new RegExp(`refused "${loop.tool}"`), 'the answer says which call was refused');

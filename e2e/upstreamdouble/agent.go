@@ -51,9 +51,10 @@ const agentLead = 5
 var agentLoops = map[string]func(n int) agentCall{
 	// A finished code-interpreter agent that keeps "verifying" with
 	// execute_code calls differing only in form, all printing the same
-	// (after NousResearch/hermes-agent issue 37255).
+	// (after NousResearch/hermes-agent issue 37255): no two calls are
+	// written alike, so only a rule that sees through form stops it.
 	"agent-loop-code": func(n int) agentCall {
-		code := []string{"print('done')", `print("done")`, "print('done')  # verify", "print( 'done' )"}[n%4]
+		code := []string{"print('done')", `print("done")`, "print( 'done' )", "print('done');"}[n%4] + fmt.Sprintf("  # verify %d", n)
 		b, _ := json.Marshal(map[string]string{"code": code})
 		return agentCall{"execute_code", string(b)}
 	},
