@@ -63,7 +63,10 @@ func startStack(ctx context.Context, cfg config) (st *stack, err error) {
 	}
 	env := append([]string{"PATH=" + os.Getenv("PATH"), "LISTEN_ADDR=127.0.0.1:0",
 		"OPENAI_BASE_URL=" + st.mockURL + "/v1", "OPENAI_API_KEY=sk-bench",
-		"SHUTDOWN_DRAIN_DELAY=0s", "SHUTDOWN_TIMEOUT=5s"}, cfg.env...)
+		"SHUTDOWN_DRAIN_DELAY=0s", "SHUTDOWN_TIMEOUT=5s",
+		// The mock picks its answer from this header, which the gateway
+		// passes upstream only when told to.
+		"FORWARD_HEADERS=X-Bench-Scenario"}, cfg.env...)
 	return st, st.startGateway(ctx, pinned(cfg.pin, gatewayCPU, gw), env)
 }
 
