@@ -51,9 +51,12 @@ type apLoop func(n int) apStep
 
 var apLoops = map[string]apLoop{
 	// Code-interpreter agents on DeepSeek that keep "verifying" a finished
-	// task with execute_code calls that differ a little.
+	// task with execute_code calls that differ a little (after
+	// NousResearch/hermes-agent issue 37255). No two calls are written
+	// alike, so the exact-duplicate rule alone never stops it.
 	"cosmetic execute_code": func(n int) apStep {
-		return apStep{"execute_code", fmt.Sprintf(`{"code":%q}`, []string{"print('done')", `print("done")`, "print('done')  # verify", "print( 'done' )"}[n%4]), "done\n"}
+		code := []string{"print('done')", `print("done")`, "print('done')  # verify", "print( 'done' )"}[n%4] + strings.Repeat(" ", n/4)
+		return apStep{"execute_code", fmt.Sprintf(`{"code":%q}`, code), "done\n"}
 	},
 	// A model that says it will stop the loop and sends the same command.
 	"same command again": func(int) apStep { return apShell("npm run build", "Error: Cannot find module 'x'") },
