@@ -6,6 +6,7 @@ package proxy_test
 
 import (
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -63,5 +64,55 @@ func BenchmarkGuardStream(b *testing.B) {
 				b.ReportMetric(perReq/benchChunks, "cpu-µs/chunk")
 			})
 		}
+	}
+}
+
+// BenchmarkGuardProfiles serves one guarded request whose turn already
+// holds 20 executed calls (reads, edits and test runs whose results
+// change) and whose answer is a new call, under the strict rules with the
+// agent profile's cycle ceiling and under the agent profile: the
+// difference is what judging by progress costs a request.
+//
+//	go test ./proxy -run '^$' -bench '^BenchmarkGuardProfiles$' -benchtime 2000x -count 5
+func BenchmarkGuardProfiles(b *testing.B) {
+	reply := sim.NewStream(testModel).Role().Content("Reading the next file. ").
+		ToolCall(0, "call_new", "read_file", `{"path":"`, `src/z.go"}`).Finish("tool_calls").Done().Reply()
+	var msgs strings.Builder
+	msgs.WriteString(`[{"role":"user","content":"Fix the failing test."}`)
+	for i := range 20 {
+		name, args, result := "read_file", `{"path":"src/f`+string(rune('a'+i))+`.go"}`, "package f // v"+string(rune('a'+i))
+		if i%4 == 3 {
+			name, args, result = "run_tests", `{"package":"./..."}`, "FAIL "+strings.Repeat("x", i)
+		}
+		id := "call_" + string(rune('a'+i))
+		msgs.WriteString(`,{"role":"assistant","content":null,"tool_calls":[{"id":"` + id + `","type":"function","function":{"name":"` + name + `","arguments":` + strconv.Quote(args) + `}}]}`)
+		msgs.WriteString(`,{"role":"tool","tool_call_id":"` + id + `","content":` + strconv.Quote(result) + `}`)
+	}
+	msgs.WriteString(`]`)
+	body := `{"model":"` + testModel + `","stream":true,"messages":` + msgs.String() + `,"tools":[` +
+		`{"type":"function","function":{"name":"read_file","parameters":{"type":"object","properties":{"path":{"type":"string"}}}}},` +
+		`{"type":"function","function":{"name":"run_tests","parameters":{"type":"object","properties":{"package":{"type":"string"}}}}}]}`
+	profiles := map[string]protocol.TwoStageConfig{
+		"strict": {MaxPhaseCycles: protocol.DefaultAgentMaxPhaseCycles},
+		"agent":  {Profile: protocol.ProfileAgent},
+	}
+	for _, name := range []string{"strict", "agent"} {
+		b.Run(name, func(b *testing.B) {
+			_, usrv := proxytest.NewServer(b, func(proxytest.Received) sim.Reply { return reply })
+			gw := serveGateway(b, config(usrv), proxy.Options{TwoStage: protocol.NewTwoStage(profiles[name], nil)})
+			tr := http.DefaultTransport.(*http.Transport).Clone()
+			b.Cleanup(tr.CloseIdleConnections)
+			p := &benchPair{client: &http.Client{Transport: tr}}
+			url := gw.URL + "/two-stage/v1/chat/completions"
+			p.roundTrip(b, url, body)
+			cpu0 := cpuTime(b)
+			b.ReportAllocs()
+			b.ResetTimer()
+			for range b.N {
+				p.roundTrip(b, url, body)
+			}
+			b.StopTimer()
+			b.ReportMetric(float64((cpuTime(b)-cpu0).Nanoseconds())/1e3/float64(b.N), "cpu-µs/req")
+		})
 	}
 }
