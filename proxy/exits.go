@@ -78,11 +78,18 @@ func (w *exitWriter) Flush() {
 // Unwrap lets http.ResponseController reach the connection's writer.
 func (w *exitWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
-// redactHeader redacts every value of h in place.
+// redactHeader redacts every value of h. A list with a value to redact
+// is replaced by a redacted copy, never written in place: a list may be
+// shared beyond this response (gin sets Content-Type to a slice of its
+// own, the same for every request).
 func redactHeader(h http.Header, r *redact.Redactor) {
-	for _, vs := range h {
+	for k, vs := range h {
 		for i, v := range vs {
-			vs[i] = r.String(v)
+			if red := r.String(v); red != v {
+				c := append([]string(nil), vs...)
+				c[i] = red
+				h[k], vs = c, c
+			}
 		}
 	}
 }

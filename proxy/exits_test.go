@@ -1,6 +1,7 @@
 package proxy_test
 
 import (
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -155,6 +156,44 @@ func TestForwardHeadersSetting(t *testing.T) {
 		bad.ForwardHeaders = []string{name}
 		if _, err := proxy.New(bad, proxy.Options{}); err == nil || !strings.Contains(err.Error(), "FORWARD_HEADERS") {
 			t.Errorf("FORWARD_HEADERS=%q: New = %v, want an error naming FORWARD_HEADERS", name, err)
+		}
+	}
+}
+
+// TestHeaderRedactionSharesNothing: redacting the headers of a response
+// never writes to a header list shared by other responses (gin sets
+// Content-Type to one slice for every JSON answer): many JSON answers at
+// once, under -race, race on nothing, and each keeps its Content-Type.
+func TestHeaderRedactionSharesNothing(t *testing.T) {
+	t.Parallel()
+	_, usrv := proxytest.NewServer(t, proxytest.Script())
+	cfg := config(usrv)
+	cfg.Providers[0].APIKey = "sk-gateway-0123456789"
+	gw := newGateway(t, cfg)
+	errs := make(chan error, 16)
+	for range 16 {
+		go func() {
+			req, err := http.NewRequestWithContext(testContext(t), http.MethodGet, gw.URL+"/healthz", nil)
+			if err != nil {
+				errs <- err
+				return
+			}
+			resp, err := gw.Client().Do(req)
+			if err != nil {
+				errs <- err
+				return
+			}
+			resp.Body.Close()
+			if ct := resp.Header.Get("Content-Type"); !strings.HasPrefix(ct, "application/json") {
+				errs <- fmt.Errorf("Content-Type %q, want JSON", ct)
+				return
+			}
+			errs <- nil
+		}()
+	}
+	for range 16 {
+		if err := <-errs; err != nil {
+			t.Error(err)
 		}
 	}
 }
