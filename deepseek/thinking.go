@@ -19,8 +19,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/phasegate/phasegate/chat"
 	"github.com/phasegate/phasegate/internal/lru"
-	"github.com/phasegate/phasegate/protocol/chat"
 )
 
 // ReasoningMemory maps tool call ids to the reasoning_content of the assistant

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/phasegate/phasegate/protocol/chat"
+	"github.com/phasegate/phasegate/chat"
 )
 
 func parse(t *testing.T, body string) *chat.Request {

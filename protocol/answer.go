@@ -9,8 +9,8 @@ import (
 	"strings"
 	"unsafe"
 
+	"github.com/phasegate/phasegate/chat"
 	"github.com/phasegate/phasegate/deepseek"
-	"github.com/phasegate/phasegate/protocol/chat"
 	"github.com/phasegate/phasegate/tools"
 )
 

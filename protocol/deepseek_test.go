@@ -17,10 +17,10 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/phasegate/phasegate/chat"
 	"github.com/phasegate/phasegate/deepseek"
 	"github.com/phasegate/phasegate/metrics"
 	"github.com/phasegate/phasegate/protocol"
-	"github.com/phasegate/phasegate/protocol/chat"
 	"github.com/phasegate/phasegate/tools"
 )
 

@@ -7,9 +7,9 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/phasegate/phasegate/chat"
 	"github.com/phasegate/phasegate/envelope"
 	"github.com/phasegate/phasegate/metrics"
-	"github.com/phasegate/phasegate/protocol/chat"
 	"github.com/phasegate/phasegate/tools"
 )
 

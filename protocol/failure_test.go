@@ -11,9 +11,9 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/phasegate/phasegate/chat"
 	"github.com/phasegate/phasegate/metrics"
 	"github.com/phasegate/phasegate/protocol"
-	"github.com/phasegate/phasegate/protocol/chat"
 )
 
 // internalDetail is what the gateway's own wrapping of an error says (an

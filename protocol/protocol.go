@@ -10,7 +10,7 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/phasegate/phasegate/protocol/chat"
+	"github.com/phasegate/phasegate/chat"
 )
 
 // Upstream sends one chat completion request to the model provider.

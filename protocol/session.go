@@ -12,8 +12,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/phasegate/phasegate/chat"
 	"github.com/phasegate/phasegate/metrics"
-	"github.com/phasegate/phasegate/protocol/chat"
 )
 
 // FinishInsufficientResource is the finish reason DeepSeek gives when it

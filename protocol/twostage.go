@@ -12,10 +12,10 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/phasegate/phasegate/chat"
 	"github.com/phasegate/phasegate/deepseek"
 	"github.com/phasegate/phasegate/envelope"
 	"github.com/phasegate/phasegate/metrics"
-	"github.com/phasegate/phasegate/protocol/chat"
 	"github.com/phasegate/phasegate/tools"
 )
 

@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/phasegate/phasegate/chat"
 	"github.com/phasegate/phasegate/protocol"
-	"github.com/phasegate/phasegate/protocol/chat"
 )
 
 // benchUpstream answers every Send with the same prebuilt stream and

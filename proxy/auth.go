@@ -11,7 +11,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
-	"github.com/phasegate/phasegate/protocol/chat"
+	"github.com/phasegate/phasegate/chat"
 )
 
 // ClientKey is a key a client presents to use the gateway, apart from the

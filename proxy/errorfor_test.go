@@ -13,8 +13,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/phasegate/phasegate/chat"
 	"github.com/phasegate/phasegate/protocol"
-	"github.com/phasegate/phasegate/protocol/chat"
 )
 
 func TestErrorFor(t *testing.T) {

@@ -4,8 +4,8 @@ import (
 	"encoding/json"
 	"net/http"
 
+	"github.com/phasegate/phasegate/chat"
 	"github.com/phasegate/phasegate/protocol"
-	"github.com/phasegate/phasegate/protocol/chat"
 )
 
 // Failures of the upstream transport; protocol.Classify maps them to the

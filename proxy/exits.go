@@ -8,8 +8,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/phasegate/phasegate/chat"
 	"github.com/phasegate/phasegate/internal/redact"
-	"github.com/phasegate/phasegate/protocol/chat"
 )
 
 // secrets are the values of the credentials c holds: the providers' keys,

@@ -4,8 +4,8 @@ import (
 	"context"
 	"net/http"
 
+	"github.com/phasegate/phasegate/chat"
 	"github.com/phasegate/phasegate/protocol"
-	"github.com/phasegate/phasegate/protocol/chat"
 )
 
 // ProfileHeader names the guard profile of one request; it may only

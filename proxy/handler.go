@@ -23,10 +23,10 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"golang.org/x/sync/semaphore"
 
+	"github.com/phasegate/phasegate/chat"
 	"github.com/phasegate/phasegate/internal/redact"
 	"github.com/phasegate/phasegate/metrics"
 	"github.com/phasegate/phasegate/protocol"
-	"github.com/phasegate/phasegate/protocol/chat"
 	"github.com/phasegate/phasegate/store"
 	"github.com/phasegate/phasegate/tokens"
 )

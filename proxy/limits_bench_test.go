@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/phasegate/phasegate/protocol/chat"
+	"github.com/phasegate/phasegate/chat"
 )
 
 // agentBody is an ordinary agent request: a system prompt, 40 turns of

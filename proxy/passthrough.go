@@ -11,8 +11,8 @@ import (
 	"net/url"
 	"strings"
 
+	"github.com/phasegate/phasegate/chat"
 	"github.com/phasegate/phasegate/protocol"
-	"github.com/phasegate/phasegate/protocol/chat"
 )
 
 // servePassThrough relays any other /v1/* request to a provider with

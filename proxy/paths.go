@@ -5,8 +5,8 @@ import (
 	"net/url"
 	"strings"
 
+	"github.com/phasegate/phasegate/chat"
 	"github.com/phasegate/phasegate/protocol"
-	"github.com/phasegate/phasegate/protocol/chat"
 )
 
 // errEncodedSeparator refuses a path with an encoded slash or backslash:

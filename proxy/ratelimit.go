@@ -11,8 +11,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/phasegate/phasegate/chat"
 	"github.com/phasegate/phasegate/metrics"
-	"github.com/phasegate/phasegate/protocol/chat"
 	"github.com/phasegate/phasegate/store"
 )
 

@@ -11,8 +11,8 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/phasegate/phasegate/chat"
 	"github.com/phasegate/phasegate/metrics"
-	"github.com/phasegate/phasegate/protocol/chat"
 	"github.com/phasegate/phasegate/store"
 )
 

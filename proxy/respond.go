@@ -4,8 +4,8 @@ import (
 	"bytes"
 	"net/http"
 
+	"github.com/phasegate/phasegate/chat"
 	"github.com/phasegate/phasegate/protocol"
-	"github.com/phasegate/phasegate/protocol/chat"
 )
 
 // sink is where the events of a strategy go: an SSE stream for a client

@@ -11,9 +11,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/phasegate/phasegate/chat"
 	"github.com/phasegate/phasegate/metrics"
 	"github.com/phasegate/phasegate/protocol"
-	"github.com/phasegate/phasegate/protocol/chat"
 	"github.com/phasegate/phasegate/store"
 )
 

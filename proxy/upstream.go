@@ -18,8 +18,8 @@ import (
 	sse "github.com/tmaxmax/go-sse"
 	"go.opentelemetry.io/otel/propagation"
 
+	"github.com/phasegate/phasegate/chat"
 	"github.com/phasegate/phasegate/protocol"
-	"github.com/phasegate/phasegate/protocol/chat"
 )
 
 // NewTransport returns the transport for upstream calls: bounded dial and

@@ -4,7 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 
-	"github.com/phasegate/phasegate/protocol/chat"
+	"github.com/phasegate/phasegate/chat"
 )
 
 // Simulated models of long-running agents, for the guard's agent profile.

@@ -3,7 +3,7 @@ package sim
 import (
 	"strings"
 
-	"github.com/phasegate/phasegate/protocol/chat"
+	"github.com/phasegate/phasegate/chat"
 )
 
 // OrchestratorModel plays an orchestrator agent's model that answers in

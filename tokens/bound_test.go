@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/phasegate/phasegate/protocol/chat"
+	"github.com/phasegate/phasegate/chat"
 )
 
 // boundCases are messages built to be short in bytes and long in tokens:

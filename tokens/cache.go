@@ -1,8 +1,8 @@
 package tokens
 
 import (
+	"github.com/phasegate/phasegate/chat"
 	"github.com/phasegate/phasegate/internal/lru"
-	"github.com/phasegate/phasegate/protocol/chat"
 )
 
 // Kinds of cached counts: the same bytes count differently as a message,

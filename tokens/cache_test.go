@@ -6,7 +6,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/phasegate/phasegate/protocol/chat"
+	"github.com/phasegate/phasegate/chat"
 )
 
 // countBytes is what one cached count costs.

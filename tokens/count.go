@@ -6,7 +6,7 @@ import (
 	"hash/maphash"
 	"strings"
 
-	"github.com/phasegate/phasegate/protocol/chat"
+	"github.com/phasegate/phasegate/chat"
 )
 
 // Framing, from OpenAI's cookbook "How to count tokens with tiktoken"

@@ -4,7 +4,7 @@ import (
 	"encoding/json"
 	"testing"
 
-	"github.com/phasegate/phasegate/protocol/chat"
+	"github.com/phasegate/phasegate/chat"
 )
 
 func newCounter(tb testing.TB, cfg Config) *Counter {

@@ -5,7 +5,7 @@ import (
 	"math"
 	"net/http"
 
-	"github.com/phasegate/phasegate/protocol/chat"
+	"github.com/phasegate/phasegate/chat"
 )
 
 // CodeContextLengthExceeded is the code of the error Fit returns when a

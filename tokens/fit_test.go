@@ -11,7 +11,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/phasegate/phasegate/protocol/chat"
+	"github.com/phasegate/phasegate/chat"
 )
 
 // history builds a chat history whose messages carry their position in

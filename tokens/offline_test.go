@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/phasegate/phasegate/protocol/chat"
+	"github.com/phasegate/phasegate/chat"
 )
 
 const offlineChild = "PHASEGATE_TOKENS_OFFLINE_CHILD"

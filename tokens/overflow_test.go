@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/phasegate/phasegate/protocol/chat"
+	"github.com/phasegate/phasegate/chat"
 )
 
 // errorBody is an OpenAI-style error body; code and typ are JSON values.

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"github.com/phasegate/phasegate/protocol/chat"
+	"github.com/phasegate/phasegate/chat"
 )
 
 // markerReserve is the room a shortened tool result keeps for the marker

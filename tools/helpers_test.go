@@ -1,6 +1,6 @@
 package tools
 
-import "github.com/phasegate/phasegate/protocol/chat"
+import "github.com/phasegate/phasegate/chat"
 
 // delta builds a tool-call fragment.
 func delta(index int, id, name, args string) chat.ToolCallDelta {

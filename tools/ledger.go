@@ -3,7 +3,7 @@ package tools
 import (
 	"slices"
 
-	"github.com/phasegate/phasegate/protocol/chat"
+	"github.com/phasegate/phasegate/chat"
 )
 
 // Ledger is what the history of one request says about the current turn

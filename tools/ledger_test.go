@@ -5,7 +5,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/phasegate/phasegate/protocol/chat"
+	"github.com/phasegate/phasegate/chat"
 )
 
 // history decodes a JSON array of messages, as the client sends them.

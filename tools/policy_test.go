@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/phasegate/phasegate/protocol/chat"
+	"github.com/phasegate/phasegate/chat"
 )
 
 func declare(name, params string) chat.Tool {

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/phasegate/phasegate/protocol/chat"
+	"github.com/phasegate/phasegate/chat"
 )
 
 // runs builds a turn in which run_tests and read_file were called, in

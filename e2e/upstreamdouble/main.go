@@ -33,7 +33,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/phasegate/phasegate/protocol/chat"
+	"github.com/phasegate/phasegate/chat"
 	"github.com/phasegate/phasegate/proxy/proxytest"
 	"github.com/phasegate/phasegate/sim"
 	"github.com/phasegate/phasegate/tokens"

@@ -6,7 +6,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/phasegate/phasegate/protocol/chat"
+	"github.com/phasegate/phasegate/chat"
 )
 
 func TestDecodeChunk(t *testing.T) {

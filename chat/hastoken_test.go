@@ -3,7 +3,7 @@ package chat_test
 import (
 	"testing"
 
-	"github.com/phasegate/phasegate/protocol/chat"
+	"github.com/phasegate/phasegate/chat"
 )
 
 func TestHasToken(t *testing.T) {
