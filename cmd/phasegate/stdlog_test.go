@@ -35,14 +35,15 @@ func TestProcessLibraryLogsRedacted(t *testing.T) {
 				return
 			}
 			// One request a connection: answer it, then the unsolicited
-			// bytes, then close.
+			// bytes, then hold the connection until the transport, having
+			// read and logged them, closes it.
 			_ = conn.SetDeadline(time.Now().Add(wait))
 			req, err := http.ReadRequest(bufio.NewReader(conn))
 			if err == nil {
 				body := `{"object":"list","data":[]}`
 				_, _ = io.WriteString(conn, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: "+
 					strconv.Itoa(len(body))+"\r\n\r\n"+body+"HTTP/1.1 401 Unauthorized\r\nX-Key: "+req.Header.Get("Authorization")+"\r\n\r\n")
-				time.Sleep(200 * time.Millisecond) // the transport peeks at the idle connection
+				_, _ = io.Copy(io.Discard, conn)
 			}
 			conn.Close()
 		}
