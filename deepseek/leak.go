@@ -484,10 +484,15 @@ func matchToken(s string, j int, t marker, opener bool) (marker, markerMatch) {
 		if n = litFold(s, j, "call"); n <= 0 {
 			return t, partialOrNo(n)
 		}
-		j += n
-	default:
-		return t, matchNo
+		return matchCallToken(s, j+n, t, opener)
 	}
+	return t, matchNo
+}
+
+// matchCallToken matches the rest of a V3 call token after its words
+// "tool" and "call" (s[j] is what follows "call"): an 's', then begin or
+// end.
+func matchCallToken(s string, j int, t marker, opener bool) (marker, markerMatch) {
 	if j >= len(s) {
 		return t, matchPartial
 	}
@@ -501,12 +506,14 @@ func matchToken(s string, j int, t marker, opener bool) (marker, markerMatch) {
 			return closeBars(s, j, t)
 		}
 	}
-	if j, m = sepAt(s, j); m != matchFull {
+	j, m := sepAt(s, j)
+	if m != matchFull {
 		return t, m
 	}
 	if j >= len(s) {
 		return t, matchPartial
 	}
+	var n int
 	switch lowerASCII(s[j]) {
 	case 'b':
 		n = litFold(s, j, "begin")
@@ -833,20 +840,7 @@ func parseBlock(k blockKind, b string, closed bool) []LeakedCall {
 
 // parseTokens reads the calls of a V3 or V3.1 block.
 func parseTokens(b string, closed bool) []LeakedCall {
-	var toks []marker
-	for i := 0; ; {
-		k := strings.IndexByte(b[i:], '<')
-		if k < 0 {
-			break
-		}
-		i += k
-		if t, m := matchTag(b, i, false); m == matchFull && !t.dsml() {
-			toks = append(toks, t)
-			i = t.end
-			continue
-		}
-		i++
-	}
+	toks := tokenMarkers(b)
 	var r leakResults
 	p, i := 0, 0
 	if len(toks) > 0 && toks[0].start == 0 && toks[0].kind == tagCallsBegin {
@@ -877,20 +871,7 @@ func parseTokens(b string, closed bool) []LeakedCall {
 			continue
 		}
 		// Not a well-formed call: refuse up to its end, or to the next call.
-		j := i
-		if t.kind == tagCallBegin {
-			j++
-		}
-		for j < len(toks) && toks[j].kind != tagCallBegin && toks[j].kind != tagCallEnd && toks[j].kind != tagCallsEnd {
-			j++
-		}
-		end, next := len(b), len(toks)
-		if j < len(toks) {
-			end, next = toks[j].start, j
-			if toks[j].kind == tagCallEnd {
-				end, next = toks[j].end, j+1
-			}
-		}
+		end, next := malformedEnd(b, toks, i)
 		if end == len(b) && !closed {
 			r.fail(end, "", "%s", endReason(false))
 		} else {
@@ -899,6 +880,44 @@ func parseTokens(b string, closed bool) []LeakedCall {
 		p, i = end, next
 	}
 	return r.tile(b)
+}
+
+// tokenMarkers finds the V3 and V3.1 tokens of a block, in order.
+func tokenMarkers(b string) []marker {
+	var toks []marker
+	for i := 0; ; {
+		k := strings.IndexByte(b[i:], '<')
+		if k < 0 {
+			return toks
+		}
+		i += k
+		if t, m := matchTag(b, i, false); m == matchFull && !t.dsml() {
+			toks = append(toks, t)
+			i = t.end
+			continue
+		}
+		i++
+	}
+}
+
+// malformedEnd is where the call that is not well formed at toks[i] ends
+// (its end token included), or the next call begins, and the index of the
+// token after it.
+func malformedEnd(b string, toks []marker, i int) (end, next int) {
+	j := i
+	if toks[i].kind == tagCallBegin {
+		j++
+	}
+	for j < len(toks) && toks[j].kind != tagCallBegin && toks[j].kind != tagCallEnd && toks[j].kind != tagCallsEnd {
+		j++
+	}
+	if j == len(toks) {
+		return len(b), len(toks)
+	}
+	if toks[j].kind == tagCallEnd {
+		return toks[j].end, j + 1
+	}
+	return toks[j].start, j
 }
 
 // tokenCall reads one V3 or V3.1 call from the text before and after its
@@ -1181,33 +1200,15 @@ func (d *dsmlTags) invokeCall(b string, i int) (fc chat.FunctionCall, next int, 
 		if !allBlank(b[q:pt.start]) {
 			return fc, k, fmt.Errorf("%w: unexpected text in the invoke of %s", ErrLeakMalformed, name)
 		}
-		var p dsmlParam
-		switch {
-		case isInvokeClose(pt):
+		if isInvokeClose(pt) {
 			fc.Arguments = string(objectOf(params))
 			return fc, k + 1, nil
-		case pt.self && !pt.close && (pt.kind == tagParam || pt.kind == tagInvoke):
-			// <｜｜DSML｜｜invoke name="P" string="VALUE"/>: the value is the
-			// attribute (MetaFARS/codex-relay#49).
-			if !pt.hasStr {
-				return fc, k, fmt.Errorf("%w: parameter of %s without a value", ErrLeakMalformed, name)
-			}
-			p = dsmlParam{pt.name, appendJSONString(nil, pt.str)}
-			q, k = pt.after, k+1
-		case pt.is(tagParam, false):
-			c := d.nextParamClose[k+1]
-			if c == len(d.t) {
-				return fc, k + 1, fmt.Errorf("%w: parameter of %s not closed", ErrLeakMalformed, name)
-			}
-			v, err := paramValue(b[pt.after:d.t[c].start], pt)
-			if err != nil {
-				return fc, c, fmt.Errorf("%w: parameter %s of %s: %w", ErrLeakMalformed, tools.QuoteName(pt.name), name, err)
-			}
-			p = dsmlParam{pt.name, v}
-			q, k = d.t[c].after, c+1
-		default:
-			return fc, k, fmt.Errorf("%w: DSML tags out of order in the invoke of %s", ErrLeakMalformed, name)
 		}
+		p, after, next, err := d.param(b, k, name)
+		if err != nil {
+			return fc, next, err
+		}
+		q, k = after, next
 		if p.name == "" {
 			return fc, k, fmt.Errorf("%w: parameter of %s without a name", ErrLeakMalformed, name)
 		}
@@ -1217,6 +1218,33 @@ func (d *dsmlTags) invokeCall(b string, i int) (fc chat.FunctionCall, next int, 
 		seen[p.name] = true
 		params = append(params, p)
 	}
+}
+
+// param reads the parameter tag at d.t[k] of the invoke of name: its name
+// and JSON value, where its text ends and the index of the tag after it;
+// on an error, the index to go on from.
+func (d *dsmlTags) param(b string, k int, name string) (p dsmlParam, after, next int, err error) {
+	pt := d.t[k]
+	switch {
+	case pt.self && !pt.close && (pt.kind == tagParam || pt.kind == tagInvoke):
+		// <｜｜DSML｜｜invoke name="P" string="VALUE"/>: the value is the
+		// attribute (MetaFARS/codex-relay#49).
+		if !pt.hasStr {
+			return p, 0, k, fmt.Errorf("%w: parameter of %s without a value", ErrLeakMalformed, name)
+		}
+		return dsmlParam{pt.name, appendJSONString(nil, pt.str)}, pt.after, k + 1, nil
+	case pt.is(tagParam, false):
+		c := d.nextParamClose[k+1]
+		if c == len(d.t) {
+			return p, 0, k + 1, fmt.Errorf("%w: parameter of %s not closed", ErrLeakMalformed, name)
+		}
+		v, err := paramValue(b[pt.after:d.t[c].start], pt)
+		if err != nil {
+			return p, 0, c, fmt.Errorf("%w: parameter %s of %s: %w", ErrLeakMalformed, tools.QuoteName(pt.name), name, err)
+		}
+		return dsmlParam{pt.name, v}, d.t[c].after, c + 1, nil
+	}
+	return p, 0, k, fmt.Errorf("%w: DSML tags out of order in the invoke of %s", ErrLeakMalformed, name)
 }
 
 var (

@@ -2,6 +2,7 @@ package protocol
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -24,43 +25,154 @@ const (
 	// StepChunk: a chunk of the pass-through reader, to forward as it is;
 	// Data.
 	StepChunk
-	// StepText: content or reasoning. When Raw, Data may be forwarded byte
-	// for byte, and Text and Thought are its content and reasoning as read
-	// (they may share Data's memory, so they are valid until the next
-	// step); otherwise Content and Reasoning (nil: absent) are the text
-	// to write, what the leak scan let through.
+	// StepText: content or reasoning, Text and Thought ("" is none). When
+	// Raw, Data is the chunk that said them and may be forwarded byte for
+	// byte; otherwise they are the text to write, what the leak scan let
+	// through (the text it held back comes as a step of its own, before
+	// the call or the finish that settled it).
 	StepText
 	// StepCall: the first tool call of the answer, complete; Call.
 	StepCall
 	// StepLeaked: the first tool call the model wrote into its content;
 	// Leak.
 	StepLeaked
-	// StepFinish: the answer finished; Reason, and with the guard's reader
-	// what the finish settled: Content the text the leak scan held back,
-	// Leak a call it recovered, Call the first call if only the finish
-	// made it complete. Bare reports that no tool call, native or leaked,
-	// was seen before it.
+	// StepFinish: the answer finished; Reason. Bare reports that no tool
+	// call, native or leaked, was seen before it. What the finish settled
+	// (held text, a leaked call, a call it made complete) came before it
+	// as steps of their own.
 	StepFinish
 	// StepUsage: the usage object of a chunk; Usage.
 	StepUsage
-	// StepEnd: the events ended cleanly; Done when [DONE] came, Truncated
-	// when neither [DONE] nor a finish did.
+	// StepEnd: the events ended cleanly; End says how.
 	StepEnd
 )
 
+// End is how the events of an answer ended cleanly.
+type End uint8
+
+// Ends of an answer.
+const (
+	// EndFinished: after a finish reason, without [DONE].
+	EndFinished End = iota + 1
+	// EndDone: [DONE] came.
+	EndDone
+	// EndTruncated: neither [DONE] nor a finish reason came.
+	EndTruncated
+)
+
 // Step is one thing an upstream answer said, in the order it said it.
+// Each kind sets the fields its comment names; the slices and strings of
+// a step share the memory of the event that carried it, which the
+// Response hands over to the reader (see Response.Events).
 type Step struct {
-	Kind               StepKind
-	Data               []byte
-	Raw                bool
-	Text, Thought      string
-	Content, Reasoning *string
-	Call               *chat.ToolCall
-	Leak               *deepseek.LeakedCall
-	Reason             string
-	Bare               bool
-	Usage              json.RawMessage
-	Done, Truncated    bool
+	Kind          StepKind
+	Data          []byte
+	Raw           bool
+	Text, Thought string
+	Call          *chat.ToolCall
+	Leak          *deepseek.LeakedCall
+	Reason        string
+	Bare          bool
+	Usage         json.RawMessage
+	End           End
+}
+
+// answer is one upstream answer, from the call that opens it to its
+// settled usage; a strategy follows it here and nowhere else. It owns the
+// upstream response: it reads it into Steps, closes it (early, when the
+// strategy decided before its end), and settles its usage once — the last
+// usage it reported (upstreams that repeat cumulative usage are counted
+// once) or, for an answer stopped before it reported any, the gateway's
+// estimate of what it cost. It is owned by one request.
+type answer struct {
+	s      *session
+	req    *chat.Request
+	prompt Prompt // the gateway's count of req
+	resp   *Response
+	rd     answerReader
+	// usage is the last usage the answer reported; nil while it reported
+	// none. DeepSeek reports usage on the finish chunk.
+	usage   json.RawMessage
+	closed  bool
+	settled bool
+}
+
+// openAnswer sends req, whose count is p, through the session (retries,
+// refit and fallback included) and opens its answer, read by the guard's
+// reader when guard. An answer without a stream is returned as it is: the
+// strategy decides what a whole body is worth.
+func openAnswer(ctx context.Context, s *session, req *chat.Request, p Prompt, guard bool) (*answer, error) {
+	resp, err := s.send(ctx, req, &p)
+	if err != nil {
+		return nil, err
+	}
+	a := &answer{s: s, req: req, prompt: p, resp: resp, rd: answerReader{guard: guard}}
+	if resp.Events == nil {
+		a.closed = true // a whole body holds nothing open
+	}
+	return a, nil
+}
+
+// steps reads the answer. Usage is the answer's own: it is kept here, for
+// settling, and not yielded.
+func (a *answer) steps() iter.Seq2[Step, error] {
+	return func(yield func(Step, error) bool) {
+		for st, err := range a.rd.steps(a.resp.Events) {
+			if err == nil && st.Kind == StepUsage {
+				a.usage = st.Usage
+				continue
+			}
+			if !yield(st, err) {
+				return
+			}
+		}
+	}
+}
+
+// header is the id, created, model and fingerprint of the answer's first
+// chunk; zero before it was read.
+func (a *answer) header() chat.ChunkHeader { return a.rd.header }
+
+// said decodes the content and reasoning the answer said so far.
+func (a *answer) said() (content, reasoning string, err error) { return a.rd.saidText() }
+
+// close releases the answer read to its end, or given up after an error:
+// its usage is what it reported, nothing when it reported none. It may be
+// called again, and after stop.
+func (a *answer) close() {
+	a.settle(false, "")
+	a.release()
+}
+
+// stop closes the answer before its end, which stops the upstream
+// generating: the strategy decided (a tool call, an envelope asked again),
+// or the client left. Its usage is what it reported or, when it reported
+// none yet, an estimate of what it generated: the text read, plus more,
+// what was decided on (a call's name and arguments).
+func (a *answer) stop(more string) {
+	a.release()
+	a.settle(true, more)
+}
+
+func (a *answer) release() {
+	if !a.closed {
+		a.closed = true
+		a.resp.Close()
+	}
+}
+
+// settle adds the answer's usage to the session's, once: what it reported,
+// else, when estimate, the gateway's estimate.
+func (a *answer) settle(estimate bool, more string) {
+	switch {
+	case a.settled:
+	case a.usage != nil:
+		a.settled = true
+		a.s.addUsage(a.usage, a.prompt)
+	case estimate:
+		a.settled = true
+		a.s.estimateUsage(a.req, a.prompt, string(a.rd.gen)+more)
+	}
 }
 
 // answerReader turns the events of one upstream answer into Steps. It
@@ -154,7 +266,14 @@ func (r *answerReader) end(done bool, yield yieldFunc) {
 			return
 		}
 	}
-	yield(Step{Kind: StepEnd, Done: done, Truncated: !done && !r.finished}, nil)
+	end := EndFinished
+	switch {
+	case done:
+		end = EndDone
+	case !r.finished:
+		end = EndTruncated
+	}
+	yield(Step{Kind: StepEnd, End: end}, nil)
 }
 
 // passChunk reads a chunk for the pass-through: usage, finish, then the
@@ -315,21 +434,8 @@ func (r *answerReader) text(data []byte, content, reasoning string, plain bool, 
 	}
 	r.gen = append(append(r.gen, reasoning...), content...)
 	out, calls := r.leak.Feed(content)
-	st := Step{Kind: StepText, Data: data, Raw: plain && out == content}
-	if st.Raw {
-		st.Text, st.Thought = content, reasoning
-	}
-	if !st.Raw {
-		// Copies, so that only this path puts the strings on the heap.
-		if c := out; c != "" {
-			st.Content = &c
-		}
-		if rc := reasoning; rc != "" {
-			st.Reasoning = &rc
-		}
-	}
-	if st.Raw || st.Content != nil || st.Reasoning != nil {
-		if err := emit(yield, st); err != nil {
+	if raw := plain && out == content; raw || out != "" || reasoning != "" {
+		if err := emit(yield, Step{Kind: StepText, Data: data, Raw: raw, Text: out, Thought: reasoning}); err != nil {
 			return err
 		}
 	}
@@ -351,42 +457,54 @@ func (r *answerReader) firstCall(yield yieldFunc) error {
 		return nil
 	}
 	if tc, complete := r.acc.First(); complete {
-		r.called = true
 		// Text the leak scan held back (a '<' that might have begun a
-		// marker) was said before the call: it comes first.
-		if text, _ := r.leak.Flush(); text != "" {
-			if err := emit(yield, Step{Kind: StepText, Content: &text}); err != nil {
-				return err
-			}
+		// marker) was said before the call: it comes first. A call it
+		// might still have been reading is not the first.
+		text, _ := r.leak.Flush()
+		if err := r.heldText(text, yield); err != nil {
+			return err
 		}
-		call := tc // only a complete call reaches the heap
-		return emit(yield, Step{Kind: StepCall, Call: &call})
+		return r.call(tc, yield)
 	}
 	return nil
 }
 
+// call yields the first tool call.
+func (r *answerReader) call(tc chat.ToolCall, yield yieldFunc) error {
+	r.called = true
+	call := tc // only a complete call reaches the heap
+	return emit(yield, Step{Kind: StepCall, Call: &call})
+}
+
+// heldText yields text the leak scan held back, once it let it go.
+func (r *answerReader) heldText(text string, yield yieldFunc) error {
+	if text == "" {
+		return nil
+	}
+	return emit(yield, Step{Kind: StepText, Text: text})
+}
+
 // finish settles the answer at its finish reason: the text the leak scan
-// held back, a call it was still reading, and a call the finish made
-// complete all come with the one StepFinish.
+// held back, a call it was still reading and a call the finish made
+// complete come first, each a step of its own, then the bare StepFinish.
 func (r *answerReader) finish(reason string, yield yieldFunc) error {
 	bare := r.acc.Len() == 0 && !r.leak.Leaked()
 	r.finished = true
-	st := Step{Kind: StepFinish, Reason: reason, Bare: bare}
 	text, calls := r.leak.Flush()
-	if text != "" {
-		st.Content = &text
+	if err := r.heldText(text, yield); err != nil {
+		return err
 	}
-	if len(calls) > 0 && !r.leaked {
-		r.leaked = true
-		st.Leak = &calls[0]
+	if err := r.leakedCall(calls, yield); err != nil {
+		return err
 	}
 	r.acc.Finish()
 	if !r.called && r.acc.Len() > 0 {
 		tc, _ := r.acc.First()
-		r.called = true
-		st.Call = &tc
+		if err := r.call(tc, yield); err != nil {
+			return err
+		}
 	}
-	return emit(yield, st)
+	return emit(yield, Step{Kind: StepFinish, Reason: reason, Bare: bare})
 }
 
 // saidText decodes the content and reasoning the answer said so far.

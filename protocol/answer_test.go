@@ -110,27 +110,20 @@ func render(r *answerReader, events iter.Seq2[[]byte, error]) (out []string) {
 				out = append(out, "text raw content="+str(d.Content)+" reasoning="+str(d.ReasoningContent))
 				continue
 			}
-			out = append(out, "text content="+str(st.Content)+" reasoning="+str(st.Reasoning))
+			out = append(out, "text content="+str(optional(st.Text))+" reasoning="+str(optional(st.Thought)))
 		case StepCall:
 			out = append(out, fmt.Sprintf("call %s %s id=%s", st.Call.Function.Name, st.Call.Function.Arguments, st.Call.ID))
 		case StepLeaked:
 			out = append(out, fmt.Sprintf("leaked %s %s err=%v", st.Leak.Call.Function.Name, st.Leak.Call.Function.Arguments, st.Leak.Err != nil))
 		case StepFinish:
-			line := fmt.Sprintf("finish %s bare=%v content=%s", st.Reason, st.Bare, str(st.Content))
-			if st.Leak != nil {
-				line += fmt.Sprintf(" leaked=%s %s err=%v", st.Leak.Call.Function.Name, st.Leak.Call.Function.Arguments, st.Leak.Err != nil)
-			}
-			if st.Call != nil {
-				line += fmt.Sprintf(" call=%s %s", st.Call.Function.Name, st.Call.Function.Arguments)
-			}
-			out = append(out, line)
+			out = append(out, fmt.Sprintf("finish %s bare=%v", st.Reason, st.Bare))
 		case StepUsage:
 			var u any
 			_ = json.Unmarshal(st.Usage, &u)
 			b, _ := json.Marshal(u)
 			out = append(out, "usage "+string(b))
 		case StepEnd:
-			out = append(out, fmt.Sprintf("end done=%v truncated=%v", st.Done, st.Truncated))
+			out = append(out, fmt.Sprintf("end done=%v truncated=%v", st.End == EndDone, st.End == EndTruncated))
 		}
 	}
 	return out
@@ -200,6 +193,11 @@ func checkSteps(t *testing.T, steps []string) {
 		case "opening":
 			if count["text"] > 0 {
 				t.Errorf("opening after text")
+			}
+		case "text", "call", "leaked":
+			// What the finish settled comes before it: the finish is bare.
+			if count["finish"] > 0 {
+				t.Errorf("step %d %q after the finish", i, s)
 			}
 		}
 	}

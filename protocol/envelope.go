@@ -152,14 +152,14 @@ func (e *envelopeRun) reset() {
 // when set, is the upstream chunk that carried content and nothing else:
 // when the scan gives the content back whole, the chunk goes out as it
 // came rather than rebuilt.
-func (r *guardRun) say(ctx context.Context, a *upstreamAnswer, content string, raw []byte) (*refusal, bool, error) {
+func (r *guardRun) say(ctx context.Context, a *answer, content string, raw []byte) (*refusal, bool, error) {
 	if r.env == nil {
 		return nil, false, r.writeContent(content)
 	}
 	r.env.keep(content)
 	parts := r.env.scan.Feed(content)
 	if raw != nil && r.env.repeat == "" && len(parts) == 1 && !parts[0].Envelope && len(parts[0].Text) == len(content) {
-		r.roleSent = true
+		r.stage = stageSaying
 		r.wrote(content)
 		return nil, false, r.s.emit(Event{Kind: KindChunk, Data: raw, Ext: r.ext})
 	}
@@ -198,7 +198,7 @@ func (r *guardRun) say(ctx context.Context, a *upstreamAnswer, content string, r
 // judgeEnvelope judges one complete envelope: a valid one is forwarded (the
 // repaired JSON when it was repaired), an invalid one asked again or, with
 // the budget spent, held back and reported.
-func (r *guardRun) judgeEnvelope(ctx context.Context, a *upstreamAnswer, body string) (*refusal, bool, error) {
+func (r *guardRun) judgeEnvelope(ctx context.Context, a *answer, body string) (*refusal, bool, error) {
 	res := r.env.set.Judge(body)
 	if !res.Valid {
 		return r.envelopeFailed(ctx, a, res, false)
@@ -219,7 +219,7 @@ func (r *guardRun) judgeEnvelope(ctx context.Context, a *upstreamAnswer, body st
 // and a missing one is asked again when required. A re-ask decided here
 // is returned with done false: the answer is read on to its usage, which
 // follows the finish, and the refusal is the caller's at its end.
-func (r *guardRun) envelopeAtEnd(ctx context.Context, a *upstreamAnswer) (*refusal, bool, error) {
+func (r *guardRun) envelopeAtEnd(ctx context.Context, a *answer) (*refusal, bool, error) {
 	if r.env == nil {
 		return nil, false, nil
 	}
@@ -255,16 +255,13 @@ func (r *guardRun) envelopeAtEnd(ctx context.Context, a *upstreamAnswer) (*refus
 //
 // atFinish is whether the answer has finished: it is then read on to its
 // usage rather than closed, and the refusal returned with done false.
-func (r *guardRun) envelopeFailed(ctx context.Context, a *upstreamAnswer, res envelope.Result, atFinish bool) (*refusal, bool, error) {
+func (r *guardRun) envelopeFailed(ctx context.Context, a *answer, res envelope.Result, atFinish bool) (*refusal, bool, error) {
 	if r.env.retries < r.env.max {
 		if !atFinish {
-			a.close()
-			if a.usage == nil {
-				r.s.estimateUsage(a.req, a.prompt, string(a.rd.gen))
-			}
+			a.stop("")
 		}
 		r.countEnvelope(ctx, res.Phase, envelopeRetried, strings.Join(res.Errors, "; "))
-		content, reasoning, err := a.rd.saidText()
+		content, reasoning, err := a.said()
 		if err != nil {
 			return nil, false, &GuardError{Err: fmt.Errorf("decode what the answer said: %w", err)}
 		}

@@ -32,6 +32,14 @@ type Response struct {
 	// order, including the final "[DONE]". It ends with a nil error at the
 	// end of the body (whether or not [DONE] came) and with a non-nil one
 	// when reading failed. It may be ranged over once.
+	//
+	// Each yielded slice belongs to the receiver: the Response never reads
+	// or writes it again, so the receiver may keep it, and strings made
+	// from it without a copy, past the next event (the guard's reader
+	// keeps the chunks that said text, the leak scan the text it holds
+	// back, the session the opening chunk). An implementation yields a new
+	// slice for each event; the proxy's transport converts each SSE
+	// event's data string, a copy it makes anyway.
 	Events iter.Seq2[[]byte, error]
 	// Close releases the response; nil for a non-streaming one.
 	Close func()

@@ -39,15 +39,16 @@ func (s Standard) serve(ctx context.Context, ss *session) error {
 	x := ss.x
 	p := x.Prompt
 	for {
-		resp, err := ss.send(ctx, x.Request, &p)
+		a, err := openAnswer(ctx, ss, x.Request, p, false)
 		if err != nil {
 			return err
 		}
+		p = a.prompt
 		var retry bool
-		if resp.Events == nil {
-			retry, err = s.whole(ctx, ss, resp, p)
+		if a.resp.Events == nil {
+			retry, err = s.whole(ctx, ss, a)
 		} else {
-			retry, err = s.pass(ctx, ss, resp, p)
+			retry, err = s.pass(ctx, ss, a)
 		}
 		if !retry {
 			return err
@@ -57,8 +58,8 @@ func (s Standard) serve(ctx context.Context, ss *session) error {
 
 // whole passes on a non-streaming answer, once it is known to be a chat
 // completion; one that ended transiently is retried as a stream's would be.
-func (s Standard) whole(ctx context.Context, ss *session, resp *Response, p Prompt) (retry bool, err error) {
-	reason, usage, err := readCompletion(resp.Body)
+func (s Standard) whole(ctx context.Context, ss *session, a *answer) (retry bool, err error) {
+	reason, usage, err := readCompletion(a.resp.Body)
 	if err != nil {
 		ss.failed(err)
 		return false, err
@@ -66,29 +67,20 @@ func (s Standard) whole(ctx context.Context, ss *session, resp *Response, p Prom
 	if reason == FinishInsufficientResource && ss.transientFinish(ctx) {
 		return true, nil
 	}
-	if usage != nil {
-		ss.addUsage(usage, p)
-	}
-	return false, ss.put(Event{Kind: KindResponse, Status: resp.Status, Header: ss.withFallback(resp.Header), Data: resp.Body})
+	a.usage = usage
+	a.close()
+	return false, ss.put(Event{Kind: KindResponse, Status: a.resp.Status, Header: ss.withFallback(a.resp.Header), Data: a.resp.Body})
 }
 
 // pass forwards one streamed answer, and closes it however that ends. It
 // reports retry when the answer ended transiently before a byte reached
-// the client and the session allows another attempt. The answer's usage is
-// the last it reported (upstreams that repeat cumulative usage count once).
-func (s Standard) pass(ctx context.Context, ss *session, resp *Response, p Prompt) (retry bool, err error) {
-	var usage json.RawMessage
-	defer func() {
-		resp.Close()
-		if usage != nil {
-			ss.addUsage(usage, p)
-		}
-	}()
-	if err := ss.start(resp.Header); err != nil {
+// the client and the session allows another attempt.
+func (s Standard) pass(ctx context.Context, ss *session, a *answer) (retry bool, err error) {
+	defer a.close()
+	if err := ss.start(a.resp.Header); err != nil {
 		return false, err
 	}
-	rd := answerReader{}
-	for st, err := range rd.steps(resp.Events) {
+	for st, err := range a.steps() {
 		if err != nil {
 			// A connection cut before anything reached the client is as
 			// transient as a clean end without [DONE].
@@ -101,8 +93,6 @@ func (s Standard) pass(ctx context.Context, ss *session, resp *Response, p Promp
 		switch st.Kind {
 		case StepOpening:
 			ss.hold(st.Data, nil)
-		case StepUsage:
-			usage = st.Usage
 		case StepFinish:
 			if st.Reason == FinishInsufficientResource && ss.transientFinish(ctx) {
 				return true, nil
@@ -123,12 +113,12 @@ func (s Standard) pass(ctx context.Context, ss *session, resp *Response, p Promp
 // written the client gets a real status for the truncated answer.
 func (s Standard) end(ctx context.Context, ss *session, st Step) (retry bool, err error) {
 	switch {
-	case st.Truncated && ss.retryUnseen(ctx, "no finish"):
+	case st.End == EndTruncated && ss.retryUnseen(ctx, "no finish"):
 		return true, nil
-	case st.Truncated:
+	case st.End == EndTruncated:
 		ss.failed(ErrTruncated)
 		return false, ErrTruncated
-	case st.Done:
+	case st.End == EndDone:
 		return false, ss.emit(Event{Kind: KindDone})
 	}
 	return false, nil

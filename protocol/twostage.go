@@ -155,9 +155,8 @@ type guardRun struct {
 	// an upstream error must still get a real status.
 	held []string
 
-	header    chat.ChunkHeader
-	roleSent  bool
-	forwarded bool // a tool call went to the client
+	header chat.ChunkHeader
+	stage  stage
 	// afterNotice is whether the last content the client got was a notice.
 	afterNotice bool
 	// newlines is the number of newlines that end the content the client
@@ -168,6 +167,20 @@ type guardRun struct {
 	phaseIndex int
 	ext        []byte
 }
+
+// stage is how far the response to the client got. It only moves on.
+type stage uint8
+
+const (
+	// stageHolding: not started; notice lines are held, so that an
+	// upstream error still gets a real status.
+	stageHolding stage = iota
+	// stageStarted: the headers are out, to go with the first chunk,
+	// which carries the role.
+	stageStarted
+	// stageSaying: the role went out, or waits in the held opening chunk.
+	stageSaying
+)
 
 func (g *TwoStage) newRun(x *Exchange, yield func(Event, error) bool) *guardRun {
 	r := &guardRun{g: g, x: x, s: newSession(x, yield, g.tracer, g.cfg.Metrics),
@@ -223,12 +236,12 @@ func (r *guardRun) setPhase(ctx context.Context, p Phase, reason string) {
 	if r.phase != "" {
 		r.trace(ctx, metrics.Trace{Kind: metrics.TracePhaseEnd, Reason: reason})
 	}
-	r.phase = p
-	r.phaseIndex++
 	cycle := r.ledger.CycleIndex()
-	if r.forwarded {
+	if p == PhaseTool || r.phase == PhaseTool {
 		cycle++ // the cycle the forwarded call starts
 	}
+	r.phase = p
+	r.phaseIndex++
 	r.ext, _ = json.Marshal(struct {
 		Phase      Phase  `json:"phase"`
 		RequestID  string `json:"request_id"`
@@ -341,7 +354,7 @@ func (r *guardRun) notice(text, shown string) error {
 	if r.g.cfg.HideNotices || shown == "" {
 		return nil
 	}
-	if !r.s.started {
+	if r.stage == stageHolding {
 		r.held = append(r.held, shown)
 		return nil
 	}
@@ -444,41 +457,6 @@ func (r *guardRun) upstreamRequest(final bool) (*chat.Request, Prompt, error) {
 	return req, p, err
 }
 
-// upstreamAnswer is one upstream answer being read.
-type upstreamAnswer struct {
-	req    *chat.Request
-	prompt Prompt // the gateway's count of req
-	resp   *Response
-	rd     answerReader
-	closed bool
-	s      *session
-	// usage is the last usage the answer reported (upstreams that repeat
-	// cumulative usage are counted once), added to the session's when the
-	// answer is settled; nil when it reported none, so a call decided now
-	// needs an estimate. DeepSeek reports usage on the finish chunk.
-	usage   json.RawMessage
-	settled bool
-	dropped bool // a tool call of the forced final answer was dropped
-}
-
-// settle adds the usage the answer reported to the session's, once.
-func (a *upstreamAnswer) settle() {
-	if !a.settled && a.usage != nil {
-		a.settled = true
-		a.s.addUsage(a.usage, a.prompt)
-	}
-}
-
-// close settles the answer and closes the upstream response; it may be
-// called again.
-func (a *upstreamAnswer) close() {
-	a.settle()
-	if !a.closed {
-		a.closed = true
-		a.resp.Close()
-	}
-}
-
 // refusal is a call the guard did not forward.
 type refusal struct {
 	call      chat.ToolCall
@@ -512,8 +490,7 @@ func (r *guardRun) call(ctx context.Context, final bool) (*refusal, error) {
 
 // attempt makes one upstream call and reads its answer. The answer is
 // closed however reading ends, a panic included (the fallback must not
-// leave it generating), and its usage settled once: the last it
-// reported, or an estimate when the client left before it reported any.
+// leave it generating); a client that left stops it.
 func (r *guardRun) attempt(ctx context.Context, req *chat.Request, p *Prompt, final bool) (ref *refusal, retry bool, err error) {
 	a, err := r.open(ctx, req, *p)
 	if err != nil {
@@ -525,33 +502,32 @@ func (r *guardRun) attempt(ctx context.Context, req *chat.Request, p *Prompt, fi
 		r.env.reset() // what a closed answer held is gone with it
 	}
 	ref, retry, err = r.read(ctx, a, final)
-	if errors.Is(err, errClientGone) && a.usage == nil {
-		r.s.estimateUsage(a.req, a.prompt, string(a.rd.gen))
+	if errors.Is(err, errClientGone) {
+		a.stop("")
 	}
 	return ref, retry, err
 }
 
 // open sends one upstream call and, on the first, starts the response:
 // the upstream's headers with the phase metadata, then any held notice.
-func (r *guardRun) open(ctx context.Context, req *chat.Request, p Prompt) (*upstreamAnswer, error) {
-	resp, err := r.s.send(ctx, req, &p)
+func (r *guardRun) open(ctx context.Context, req *chat.Request, p Prompt) (*answer, error) {
+	a, err := openAnswer(ctx, r.s, req, p, true)
 	if err != nil {
 		return nil, err
 	}
-	a := &upstreamAnswer{req: req, prompt: p, resp: resp, rd: answerReader{guard: true}, s: r.s}
-	if resp.Events == nil {
-		a.closed = true
+	if a.resp.Events == nil {
 		err := invalidResponse(nil, "the upstream answered a stream request without a stream")
 		r.s.failed(err)
 		return nil, err
 	}
-	if r.s.started {
+	if r.stage != stageHolding {
 		return a, nil
 	}
-	if err := r.s.start(r.headers(resp.Header)); err != nil {
+	if err := r.s.start(r.headers(a.resp.Header)); err != nil {
 		a.close()
 		return nil, err
 	}
+	r.stage = stageStarted
 	for _, text := range r.held {
 		if err := r.writeNotice(text); err != nil {
 			a.close()
@@ -564,13 +540,14 @@ func (r *guardRun) open(ctx context.Context, req *chat.Request, p Prompt) (*upst
 
 // read is the guard's loop over the steps of one answer. It reports retry
 // when the answer ended transiently unseen.
-func (r *guardRun) read(ctx context.Context, a *upstreamAnswer, final bool) (ref *refusal, retry bool, err error) {
+func (r *guardRun) read(ctx context.Context, a *answer, final bool) (ref *refusal, retry bool, err error) {
 	// pending is an envelope re-ask decided at the finish: the answer is
 	// read on to its usage first.
 	var pending *refusal
-	for st, err := range a.rd.steps(a.resp.Events) {
+	for st, err := range a.steps() {
 		if err != nil && pending != nil {
-			return r.reaskAfterFinish(a, pending)
+			a.stop("")
+			return pending, false, nil
 		}
 		if err != nil {
 			// The proxy's transport reports a connection cut as a read
@@ -583,31 +560,28 @@ func (r *guardRun) read(ctx context.Context, a *upstreamAnswer, final bool) (ref
 			return nil, false, err
 		}
 		if r.header.ID == "" {
-			r.header = a.rd.header // the upstream's, once its first chunk is read
+			r.header = a.header() // the upstream's, once its first chunk is read
 		}
 		done := false
 		switch st.Kind {
 		case StepOpening:
-			if !r.roleSent {
-				r.roleSent = true
+			if r.stage == stageStarted {
+				r.stage = stageSaying
 				r.s.hold(st.Data, r.ext)
 			}
 		case StepText:
 			ref, done, err = r.text(ctx, a, st)
-		case StepUsage:
-			a.usage = st.Usage
-		case StepCall:
-			ref, done, err = r.onCall(ctx, a, *st.Call, final)
-		case StepLeaked:
-			ref, done, err = r.onLeak(ctx, a, st.Leak, final)
+		case StepCall, StepLeaked:
+			ref, done, err = r.onCall(ctx, a, st, final)
 		case StepFinish:
-			ref, retry, done, err = r.onFinish(ctx, a, st, final)
+			ref, retry, done, err = r.onFinish(ctx, a, st)
 			if ref != nil && !done && err == nil {
 				pending, ref = ref, nil
 			}
 		case StepEnd:
 			if pending != nil {
-				return r.reaskAfterFinish(a, pending)
+				a.stop("")
+				return pending, false, nil
 			}
 			return r.onEnd(ctx, a, st)
 		}
@@ -618,39 +592,19 @@ func (r *guardRun) read(ctx context.Context, a *upstreamAnswer, final bool) (ref
 	return nil, false, nil
 }
 
-// reaskAfterFinish returns the envelope re-ask decided at the finish,
-// once the answer was read to its end (or its usage estimated when the
-// end never came).
-func (r *guardRun) reaskAfterFinish(a *upstreamAnswer, ref *refusal) (*refusal, bool, error) {
-	if a.usage == nil {
-		r.s.estimateUsage(a.req, a.prompt, string(a.rd.gen))
-	}
-	return ref, false, nil
-}
-
 // text writes a text step: byte for byte with the phase metadata added
 // when the reader and the envelope scan allow, else rebuilt from what the
 // leak scan let through; content goes through the envelope scan when the
 // request has an envelope rule.
-func (r *guardRun) text(ctx context.Context, a *upstreamAnswer, st Step) (*refusal, bool, error) {
+func (r *guardRun) text(ctx context.Context, a *answer, st Step) (*refusal, bool, error) {
 	if st.Raw && r.env.passes(st.Text) {
-		r.roleSent = true
+		r.stage = stageSaying
 		r.wrote(st.Text)
 		return nil, false, r.s.emit(Event{Kind: KindChunk, Data: st.Data, Ext: r.ext})
 	}
+	content, reasoning := optional(st.Text), optional(st.Thought)
 	if r.env == nil {
-		return nil, false, r.writeDelta(chat.OutDelta{Content: st.Content, ReasoningContent: st.Reasoning})
-	}
-	// A copy: the envelope scan may hold on to the text, and a raw step's
-	// shares the event's buffer.
-	content, reasoning := strings.Clone(st.Text), st.Reasoning
-	if !st.Raw {
-		content = ""
-		if st.Content != nil {
-			content = *st.Content
-		}
-	} else if st.Thought != "" {
-		reasoning = &st.Thought
+		return nil, false, r.writeDelta(chat.OutDelta{Content: content, ReasoningContent: reasoning})
 	}
 	var raw []byte
 	if st.Raw && reasoning == nil {
@@ -661,32 +615,42 @@ func (r *guardRun) text(ctx context.Context, a *upstreamAnswer, st Step) (*refus
 			return nil, false, err
 		}
 	}
-	return r.say(ctx, a, content, raw)
+	return r.say(ctx, a, st.Text, raw)
 }
 
-// onCall judges the first complete native call; the forced final answer
-// drops it.
-func (r *guardRun) onCall(ctx context.Context, a *upstreamAnswer, tc chat.ToolCall, final bool) (*refusal, bool, error) {
-	if final {
-		if !a.dropped {
-			a.dropped = true
-			r.trace(ctx, metrics.Trace{Kind: metrics.TraceToolCallRefused, Verdict: "dropped", Reason: "tool call in the forced final answer"})
-			r.g.cfg.Metrics.ToolCallJudged("dropped")
-		}
-		return nil, false, nil
+// optional is s, nil when empty: a delta's field that is absent.
+func optional(s string) *string {
+	if s == "" {
+		return nil
 	}
-	ref, err := r.decide(ctx, a, tc, nil, "")
-	return ref, true, err
+	return &s
 }
 
-// onLeak judges the first call recovered from the content, or drops it in
-// the forced final answer.
-func (r *guardRun) onLeak(ctx context.Context, a *upstreamAnswer, lc *deepseek.LeakedCall, final bool) (*refusal, bool, error) {
+// onCall judges the answer's first call, native (StepCall) or written
+// into the content (StepLeaked); the forced final answer drops it (the
+// reader yields one of each kind at most).
+func (r *guardRun) onCall(ctx context.Context, a *answer, st Step, final bool) (*refusal, bool, error) {
 	if final {
-		r.trace(ctx, metrics.Trace{Kind: metrics.TraceToolCallRefused, Verdict: "dropped", Reason: "leaked tool call in the forced final answer"})
+		reason := "tool call in the forced final answer"
+		if st.Kind == StepLeaked {
+			reason = "leaked " + reason
+		}
+		r.trace(ctx, metrics.Trace{Kind: metrics.TraceToolCallRefused, Verdict: "dropped", Reason: reason})
 		r.g.cfg.Metrics.ToolCallJudged("dropped")
 		return nil, false, nil
 	}
+	var ref *refusal
+	var err error
+	if st.Kind == StepLeaked {
+		ref, err = r.onLeak(ctx, a, st.Leak)
+	} else {
+		ref, err = r.decide(ctx, a, *st.Call, nil, "")
+	}
+	return ref, true, err
+}
+
+// onLeak judges the first call recovered from the content.
+func (r *guardRun) onLeak(ctx context.Context, a *answer, lc *deepseek.LeakedCall) (*refusal, error) {
 	tc := lc.Call
 	tc.ID = newCallID()
 	var pre *tools.Judgement
@@ -698,15 +662,14 @@ func (r *guardRun) onLeak(ctx context.Context, a *upstreamAnswer, lc *deepseek.L
 	}
 	r.trace(ctx, metrics.Trace{Kind: metrics.TraceLeakedToolCall, Tool: tc.Function.Name, Verdict: outcome})
 	r.g.cfg.Metrics.LeakedToolCall(outcome)
-	ref, err := r.decide(ctx, a, tc, pre, lc.Raw)
-	return ref, true, err
+	return r.decide(ctx, a, tc, pre, lc.Raw)
 }
 
-// onFinish settles the answer at its finish: a transient finish with
-// nothing said is asked again unseen; else the text the leak scan held
-// back goes out, a call the finish completed is judged, and otherwise the
-// one finish chunk is written.
-func (r *guardRun) onFinish(ctx context.Context, a *upstreamAnswer, st Step, final bool) (ref *refusal, retry, done bool, err error) {
+// onFinish settles the answer at its bare finish (what the finish settled
+// came as steps of their own): a transient finish with nothing said is
+// asked again unseen; else the envelope rule is settled and the one
+// finish chunk written.
+func (r *guardRun) onFinish(ctx context.Context, a *answer, st Step) (ref *refusal, retry, done bool, err error) {
 	if st.Reason == FinishInsufficientResource {
 		// Retried unseen only when nothing but text was said; passed on
 		// (and counted) otherwise.
@@ -715,21 +678,6 @@ func (r *guardRun) onFinish(ctx context.Context, a *upstreamAnswer, st Step, fin
 		}
 		if !st.Bare {
 			r.s.passedOn(ctx)
-		}
-	}
-	if st.Content != nil {
-		if ref, done, err = r.say(ctx, a, *st.Content, nil); done || err != nil {
-			return ref, false, done, err
-		}
-	}
-	if st.Leak != nil {
-		if ref, done, err = r.onLeak(ctx, a, st.Leak, final); done || err != nil {
-			return ref, false, done, err
-		}
-	}
-	if st.Call != nil {
-		if ref, done, err = r.onCall(ctx, a, *st.Call, final); done || err != nil {
-			return ref, false, done, err
 		}
 	}
 	if ref, done, err = r.envelopeAtEnd(ctx, a); ref != nil || done || err != nil {
@@ -744,8 +692,8 @@ func (r *guardRun) onFinish(ctx context.Context, a *upstreamAnswer, st Step, fin
 
 // onEnd closes an answer read to its end: one cut short is asked again
 // unseen when it may be, else it fails as truncated.
-func (r *guardRun) onEnd(ctx context.Context, a *upstreamAnswer, st Step) (*refusal, bool, error) {
-	if st.Truncated {
+func (r *guardRun) onEnd(ctx context.Context, a *answer, st Step) (*refusal, bool, error) {
+	if st.End == EndTruncated {
 		// Neither [DONE] nor a finish reason: the answer was cut off, and
 		// so were the arguments of any call still open (DESIGN §2).
 		if r.s.retryUnseen(ctx, "no finish") {
@@ -754,7 +702,7 @@ func (r *guardRun) onEnd(ctx context.Context, a *upstreamAnswer, st Step) (*refu
 		r.s.failed(ErrTruncated)
 		return nil, false, ErrTruncated
 	}
-	a.settle() // the usage chunk the client gets sums this answer's too
+	a.close() // the usage chunk the client gets sums this answer's too
 	return nil, false, r.closeStream()
 }
 
@@ -764,10 +712,11 @@ func (r *guardRun) onEnd(ctx context.Context, a *upstreamAnswer, st Step) (*refu
 // leaked is the content text a leaked call was read from ("" for a native
 // call): it is cut out of what the model is shown it said, so the re-ask
 // does not hand the model its own broken markup back.
-func (r *guardRun) decide(ctx context.Context, a *upstreamAnswer, tc chat.ToolCall, pre *tools.Judgement, leaked string) (*refusal, error) {
+func (r *guardRun) decide(ctx context.Context, a *answer, tc chat.ToolCall, pre *tools.Judgement, leaked string) (*refusal, error) {
 	// The upstream is done with: its later calls are never forwarded, and
-	// closing now stops the model generating before anything is written.
-	a.close()
+	// stopping it now stops the model generating before anything is
+	// written.
+	a.stop(tc.Function.Name + tc.Function.Arguments)
 	var j tools.Judgement
 	if pre != nil {
 		j = *pre // decided already: a leaked call that could not be read
@@ -776,11 +725,8 @@ func (r *guardRun) decide(ctx context.Context, a *upstreamAnswer, tc chat.ToolCa
 	}
 	r.trace(ctx, metrics.Trace{Kind: metrics.TraceToolCall, Tool: tc.Function.Name, ToolCallID: tc.ID, Verdict: string(j.Verdict)})
 	r.g.cfg.Metrics.ToolCallJudged(string(j.Verdict))
-	if a.usage == nil {
-		r.s.estimateUsage(a.req, a.prompt, string(a.rd.gen)+tc.Function.Name+tc.Function.Arguments)
-	}
 	if j.Verdict != tools.VerdictForward {
-		content, reasoning, err := a.rd.saidText()
+		content, reasoning, err := a.said()
 		if err != nil {
 			return nil, &GuardError{Err: fmt.Errorf("decode what the answer said: %w", err)}
 		}
@@ -822,7 +768,6 @@ func (r *guardRun) forward(ctx context.Context, tc chat.ToolCall) error {
 	if err := r.dropHeld(ctx); err != nil {
 		return err
 	}
-	r.forwarded = true
 	r.setPhase(ctx, PhaseTool, "tool call forwarded")
 	td := chat.ToolCallDelta{Index: 0, ID: tc.ID, Type: tc.Type}
 	td.Function.Name, td.Function.Arguments = tc.Function.Name, tc.Function.Arguments
@@ -880,8 +825,8 @@ func (r *guardRun) writeDelta(d chat.OutDelta) error {
 	} else {
 		r.afterNotice = false
 	}
-	if !r.roleSent {
-		d.Role, r.roleSent = chat.RoleAssistant, true
+	if r.stage < stageSaying {
+		d.Role, r.stage = chat.RoleAssistant, stageSaying
 	}
 	c := r.header.NewChunk()
 	c.Choices = []chat.OutChoice{{Index: 0, Delta: d}}

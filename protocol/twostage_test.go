@@ -1847,3 +1847,37 @@ func TestTwoStageToolResultTraces(t *testing.T) {
 		})
 	}
 }
+
+// usageMeter records the usage the guard metered.
+type usageMeter struct{ usage []protocol.Usage }
+
+func (m *usageMeter) Usage(u protocol.Usage) { m.usage = append(m.usage, u) }
+func (m *usageMeter) Failed(error)           {}
+
+// TestTwoStageUsageSettledOnce: an answer stopped at its forwarded call,
+// before it reported usage, is estimated once, also when the client leaves
+// while the call is written.
+func TestTwoStageUsageSettledOnce(t *testing.T) {
+	up := stream().Role().ToolCall(0, "call_a", "read_file", `{"path":"a.go"}`).Finish("tool_calls").Usage(100, 10, nil).Done()
+	u := newUpstream(t, streamReply(up))
+	m := &usageMeter{}
+	x := exchange(newRequest(t, true, history(), ""), u, protocol.Limits{})
+	x.Meter = m
+	stopped := false
+	for ev, err := range protocol.NewTwoStage(protocol.TwoStageConfig{}, nil).Run(context.Background(), x) {
+		if err != nil {
+			t.Fatalf("error = %v, want none before the consumer stops", err)
+		}
+		if ev.Kind == protocol.KindChunk && strings.Contains(string(ev.Data), `"tool_calls"`) {
+			stopped = true
+			break // the client leaves at the call
+		}
+	}
+	if !stopped {
+		t.Fatal("the guard wrote no tool call")
+	}
+	u.checkClosed(t)
+	if len(m.usage) != 1 || !m.usage[0].Estimated {
+		t.Errorf("metered usage = %+v, want one estimate", m.usage)
+	}
+}

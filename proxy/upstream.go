@@ -230,6 +230,8 @@ func (u *upstream) events(ctx context.Context, body io.Reader, wd *watchdog, end
 			if ev.Data == chat.Done {
 				*ended = true
 			}
+			// A new slice per event: the receiver owns it and may keep
+			// it (protocol.Response.Events).
 			if ev.Data != "" && !yield([]byte(ev.Data), nil) {
 				return
 			}
