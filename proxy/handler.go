@@ -205,24 +205,7 @@ func New(cfg Config, opts Options) (*Handler, error) {
 		forward:  canonicalKeys(cfg.ForwardHeaders),
 		inflight: semaphore.NewWeighted(cfg.MaxInflightBytes),
 	}
-	if h.metrics == nil {
-		reg := prometheus.NewRegistry()
-		names := make([]string, 0, len(cfg.Providers))
-		for _, p := range cfg.Providers {
-			names = append(names, p.Name)
-		}
-		h.metrics, h.gatherer = metrics.New(reg, names), reg
-		h.standard = protocol.Standard{Tracer: opts.Tracer, Metrics: h.metrics}
-	}
-	if h.limiter == nil {
-		h.limiter = store.NewMemoryLimiter()
-	}
-	if h.streams == nil {
-		h.streams = store.NewBoundedMemoryStreams(cfg.Resume.TTL, cfg.Resume.MemoryBytes)
-	}
-	if f, ok := h.streams.(followerCap); ok && f.MaxFollowers() > 0 {
-		h.followers = make(chan struct{}, f.MaxFollowers())
-	}
+	h.ownDefaults(opts)
 	h.watchCancels()
 	if opts.TracerProvider != nil {
 		h.otel = opts.TracerProvider.Tracer("github.com/phasegate/phasegate/proxy")
@@ -233,6 +216,29 @@ func New(cfg Config, opts Options) (*Handler, error) {
 	}
 	h.engine = h.routes()
 	return h, nil
+}
+
+// ownDefaults gives h what opts left unset: metrics on a private
+// registry, rate limits and resumable streams kept in this process.
+func (h *Handler) ownDefaults(opts Options) {
+	if h.metrics == nil {
+		reg := prometheus.NewRegistry()
+		names := make([]string, 0, len(h.cfg.Providers))
+		for _, p := range h.cfg.Providers {
+			names = append(names, p.Name)
+		}
+		h.metrics, h.gatherer = metrics.New(reg, names), reg
+		h.standard = protocol.Standard{Tracer: opts.Tracer, Metrics: h.metrics}
+	}
+	if h.limiter == nil {
+		h.limiter = store.NewMemoryLimiter()
+	}
+	if h.streams == nil {
+		h.streams = store.NewBoundedMemoryStreams(h.cfg.Resume.TTL, h.cfg.Resume.MemoryBytes)
+	}
+	if f, ok := h.streams.(followerCap); ok && f.MaxFollowers() > 0 {
+		h.followers = make(chan struct{}, f.MaxFollowers())
+	}
 }
 
 // ServeHTTP implements http.Handler. Every response leaves through an

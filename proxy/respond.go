@@ -142,7 +142,7 @@ func (s *jsonSink) finish() error {
 	return err
 }
 
-func (s *jsonSink) fail(*chat.Error)   {}
+func (s *jsonSink) fail(*chat.Error)    {}
 func (s *jsonSink) refused(int, []byte) {}
 func (s *jsonSink) cancelled() bool     { return false }
 func (s *jsonSink) whole(status int, h http.Header, body []byte) error {
