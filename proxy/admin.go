@@ -60,7 +60,6 @@ func (h *Handler) serveRecent(w http.ResponseWriter, r *http.Request, id string)
 // /debug/requests/{request_id}, /healthz and /readyz — for a listener of
 // their own (ADMIN_LISTEN_ADDR, with Config.SeparateAdmin).
 func (h *Handler) Admin() http.Handler {
-	gin.SetMode(gin.ReleaseMode)
 	e := gin.New()
 	e.Use(h.requestID, h.recover)
 	h.health(e)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -166,4 +167,33 @@ func authRequest(t *testing.T, base, method, path, auth string, header http.Head
 	var b bytes.Buffer
 	_, _ = b.ReadFrom(resp.Body)
 	return resp, b.Bytes()
+}
+
+// TestBearerSchemeAnyCase: the client routes and the admin route read the
+// Authorization header alike: the scheme in any case, the token after it
+// (RFC 9110 §11.1). Sent by a raw client, as a header line as written.
+func TestBearerSchemeAnyCase(t *testing.T) {
+	t.Parallel()
+	const client, admin = "sk-client-0123456789", "sk-admin-0123456789"
+	text := sim.NewStream(tsModel).Role().Content("hi").Finish("stop").Done().Reply()
+	_, usrv := proxytest.NewServer(t, func(proxytest.Received) sim.Reply { return text })
+	gw := newGateway(t, proxy.Config{Providers: []proxy.Provider{{Name: "openai", BaseURL: usrv.URL + "/v1", APIKey: "sk-upstream-0123456789"}},
+		ClientKeys: []proxy.ClientKey{{Key: client}}, AdminAPIKey: admin})
+	addr := strings.TrimPrefix(gw.URL, "http://")
+	body := `{"model":"gpt-test","stream":true,"messages":[{"role":"user","content":"hi"}]}`
+	for _, scheme := range []string{"Bearer", "bearer", "BEARER", "bEaReR"} {
+		chat := "POST /standard/v1/chat/completions HTTP/1.1\r\nHost: gw\r\nConnection: close\r\nauthorization: " + scheme + " " + client +
+			"\r\nContent-Type: application/json\r\nContent-Length: " + strconv.Itoa(len(body)) + "\r\n\r\n" + body
+		if resp, got := exchangeWith(t, addr, chat); resp.StatusCode != http.StatusOK {
+			t.Errorf("chat route, scheme %q: %d %s, want 200", scheme, resp.StatusCode, got)
+		}
+		metrics := "GET /metrics HTTP/1.1\r\nHost: gw\r\nConnection: close\r\nauthorization: " + scheme + " " + admin + "\r\n\r\n"
+		if resp, got := exchangeWith(t, addr, metrics); resp.StatusCode != http.StatusOK {
+			t.Errorf("admin route, scheme %q: %d %.200s, want 200", scheme, resp.StatusCode, got)
+		}
+		wrong := "GET /metrics HTTP/1.1\r\nHost: gw\r\nConnection: close\r\nauthorization: " + scheme + " " + client + "\r\n\r\n"
+		if resp, got := exchangeWith(t, addr, wrong); resp.StatusCode != http.StatusUnauthorized {
+			t.Errorf("admin route, client key, scheme %q: %d %.200s, want 401", scheme, resp.StatusCode, got)
+		}
+	}
 }

@@ -75,20 +75,13 @@ type observer interface {
 	Observe(ctx context.Context, x *protocol.Exchange) []protocol.Observed
 }
 
-// observe serves a guarded request in observe mode: the guard judges the
-// calls the client executed, and the standard protocol passes the request
-// and its answer through unchanged. It reports false when the guard
-// cannot observe, and the request stays the guard's.
-func (c *chatRequest) observe() bool {
-	o, ok := c.h.twoStage.(observer)
-	if !ok {
-		return false
+// observe has the guard judge, in observe mode, the calls the client of
+// a request executed; the standard protocol serves the request and its
+// answer unchanged (see decide).
+func (c *chatRequest) observe() {
+	if o, ok := c.h.twoStage.(observer); ok {
+		o.Observe(c.r.Context(), c.x)
 	}
-	o.Observe(c.r.Context(), c.x)
-	c.strategy = c.h.standard
-	c.w.Header().Set("X-Phasegate-Protocol", c.strategy.Name())
-	c.w.Header().Set(ModeHeader, string(protocol.ModeObserve))
-	return true
 }
 
 // ModeHeader tells the client the guard observed its request and forwarded

@@ -58,11 +58,11 @@ const RulesNoticeHeader = "X-Phasegate-Rules-Notice"
 // the standard protocol, byte for byte as the upstream answered. The
 // repairs for DeepSeek's thinking mode are made in prepare, whichever
 // protocol serves.
-func (h *Handler) needsGuard(r *http.Request, req *chat.Request) bool {
+func (h *Handler) needsGuard(hdr http.Header, req *chat.Request) bool {
 	if len(req.Tools) > 0 {
 		return true
 	}
-	mode, err := h.envelopeMode(r.Header, req.Model)
+	mode, err := h.envelopeMode(hdr, req.Model)
 	return err != nil || mode != protocol.EnvelopeOff
 }
 
@@ -205,24 +205,7 @@ func New(cfg Config, opts Options) (*Handler, error) {
 		forward:  canonicalKeys(cfg.ForwardHeaders),
 		inflight: semaphore.NewWeighted(cfg.MaxInflightBytes),
 	}
-	if h.metrics == nil {
-		reg := prometheus.NewRegistry()
-		names := make([]string, 0, len(cfg.Providers))
-		for _, p := range cfg.Providers {
-			names = append(names, p.Name)
-		}
-		h.metrics, h.gatherer = metrics.New(reg, names), reg
-		h.standard = protocol.Standard{Tracer: opts.Tracer, Metrics: h.metrics}
-	}
-	if h.limiter == nil {
-		h.limiter = store.NewMemoryLimiter()
-	}
-	if h.streams == nil {
-		h.streams = store.NewBoundedMemoryStreams(cfg.Resume.TTL, cfg.Resume.MemoryBytes)
-	}
-	if f, ok := h.streams.(followerCap); ok && f.MaxFollowers() > 0 {
-		h.followers = make(chan struct{}, f.MaxFollowers())
-	}
+	h.ownDefaults(opts)
 	h.watchCancels()
 	if opts.TracerProvider != nil {
 		h.otel = opts.TracerProvider.Tracer("github.com/phasegate/phasegate/proxy")
@@ -235,6 +218,29 @@ func New(cfg Config, opts Options) (*Handler, error) {
 	return h, nil
 }
 
+// ownDefaults gives h what opts left unset: metrics on a private
+// registry, rate limits and resumable streams kept in this process.
+func (h *Handler) ownDefaults(opts Options) {
+	if h.metrics == nil {
+		reg := prometheus.NewRegistry()
+		names := make([]string, 0, len(h.cfg.Providers))
+		for _, p := range h.cfg.Providers {
+			names = append(names, p.Name)
+		}
+		h.metrics, h.gatherer = metrics.New(reg, names), reg
+		h.standard = protocol.Standard{Tracer: opts.Tracer, Metrics: h.metrics}
+	}
+	if h.limiter == nil {
+		h.limiter = store.NewMemoryLimiter()
+	}
+	if h.streams == nil {
+		h.streams = store.NewBoundedMemoryStreams(h.cfg.Resume.TTL, h.cfg.Resume.MemoryBytes)
+	}
+	if f, ok := h.streams.(followerCap); ok && f.MaxFollowers() > 0 {
+		h.followers = make(chan struct{}, f.MaxFollowers())
+	}
+}
+
 // ServeHTTP implements http.Handler. Every response leaves through an
 // exitWriter; the path is normalised and the body bounded before gin
 // routes the request (see admitted).
@@ -245,12 +251,17 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
+// ReleaseMode has the router write nothing of its own to the process's
+// standard output (gin's release mode; its debug mode lists every route).
+// It is a choice for the whole process, made once by main before any
+// Handler is built.
+func ReleaseMode() { gin.SetMode(gin.ReleaseMode) }
+
 // Drain marks the gateway as shutting down: /readyz answers 503 so load
 // balancers stop sending, while in-flight requests finish.
 func (h *Handler) Drain() { h.draining.Store(true) }
 
 func (h *Handler) routes() *gin.Engine {
-	gin.SetMode(gin.ReleaseMode)
 	e := gin.New()
 	e.HandleMethodNotAllowed = true
 	e.ContextWithFallback = true
@@ -264,16 +275,7 @@ func (h *Handler) routes() *gin.Engine {
 	e.RemoteIPHeaders = []string{"X-Forwarded-For"}
 	_ = e.SetTrustedProxies(h.cfg.TrustedProxies)
 	e.Use(h.requestID, h.recover, h.limitHeaders, h.boundBody)
-	for _, slash := range []string{"", "/"} {
-		e.POST("/v1/chat/completions"+slash, h.authorize, func(c *gin.Context) { h.serveChat(c.Writer, c.Request, protocolDefault) })
-		e.POST("/standard/v1/chat/completions"+slash, h.authorize, func(c *gin.Context) { h.serveChat(c.Writer, c.Request, ProtocolStandard) })
-		e.POST("/two-stage/v1/chat/completions"+slash, h.authorize, func(c *gin.Context) { h.serveChat(c.Writer, c.Request, ProtocolTwoStage) })
-		// An SDK pointed at a protocol route asks that route for its
-		// models and other endpoints too.
-		for _, prefix := range []string{"", "/standard", "/two-stage"} {
-			e.GET(prefix+"/v1/models"+slash, h.authorize, func(c *gin.Context) { h.serveModels(c.Writer, c.Request) })
-		}
-	}
+	h.chatRoutes(e)
 	h.resumeRoutes(e)
 	h.health(e)
 	if !h.cfg.SeparateAdmin {
@@ -297,6 +299,30 @@ func (h *Handler) routes() *gin.Engine {
 			Message: "method " + c.Request.Method + " is not allowed on " + c.Request.URL.Path})
 	})
 	return e
+}
+
+// chatRoutes adds the chat completion and models routes of each protocol:
+// /v1 (the request decides, see decide), /standard/v1 and /two-stage/v1
+// (which answers 501 without a guard). An SDK pointed at a protocol route
+// asks that route for its models and other endpoints too.
+func (h *Handler) chatRoutes(e *gin.Engine) {
+	for _, r := range []struct {
+		prefix, route string
+		chain         []gin.HandlerFunc
+	}{
+		{"/v1", protocolDefault, nil},
+		{"/standard/v1", ProtocolStandard, nil},
+		{"/two-stage/v1", ProtocolTwoStage, []gin.HandlerFunc{h.twoStageOn}},
+	} {
+		g := e.Group(r.prefix, h.authorize)
+		route := r.route
+		serve := append(r.chain, func(c *gin.Context) { h.serveChat(c, route) })
+		models := func(c *gin.Context) { h.serveModels(c.Writer, c.Request) }
+		for _, slash := range []string{"", "/"} {
+			g.POST("/chat/completions"+slash, serve...)
+			g.GET("/models"+slash, models)
+		}
+	}
 }
 
 // apiPath returns the path below /v1 of a request for /v1/*,
@@ -344,17 +370,21 @@ func (h *Handler) recover(c *gin.Context) {
 	c.Next()
 }
 
-// serveChat serves one chat completion request with the named protocol.
-// It reads as its stages: prepare (read, parse, route, repair for
-// thinking mode), fit (to the context window), serve (the strategy, its
-// events written to the client, a fallback for the guard's own failures).
-func (h *Handler) serveChat(w http.ResponseWriter, r *http.Request, proto string) {
-	c := &chatRequest{h: h, w: w, r: r, start: time.Now(), id: r.Header.Get("X-Request-Id")}
+// serveChat serves one chat completion request on the route of the
+// named protocol (protocolDefault for /v1). It reads as its stages:
+// prepare (read, parse, decide the protocol, repair for thinking mode),
+// fit (to the context window), serve (the strategy, its events written to
+// the client, a fallback for the guard's own failures).
+func (h *Handler) serveChat(g *gin.Context, route string) {
+	c := &chatRequest{h: h, w: g.Writer, r: g.Request, start: time.Now(), id: g.GetHeader("X-Request-Id"), route: route}
 	c.log = h.log.With("request_id", c.id)
-	if !c.pick(proto) {
-		return
+	// Until the request is parsed, it counts under the protocol its
+	// route would serve it with.
+	c.strategy = h.standard
+	if route == ProtocolTwoStage || route == protocolDefault && h.deflt == ProtocolTwoStage {
+		c.strategy = h.twoStage
 	}
-	ctx := r.Context()
+	ctx := g.Request.Context()
 	if h.otel != nil {
 		ctx = c.startTrace(ctx)
 	}
@@ -390,6 +420,18 @@ func (h *Handler) serveChat(w http.ResponseWriter, r *http.Request, proto string
 	done(o, nil)
 }
 
+// twoStageOn is the middleware of the guard's routes: without a guard on
+// this gateway they answer 501.
+func (h *Handler) twoStageOn(g *gin.Context) {
+	if h.twoStage == nil {
+		writeJSONError(g.Writer, &chat.Error{Status: http.StatusNotImplemented, Type: chat.TypeInvalidRequest, Code: "two_stage_disabled",
+			Message: "the two-stage protocol is not enabled on this gateway; use /v1/chat/completions or /standard/v1/chat/completions"})
+		g.Abort()
+		return
+	}
+	g.Next()
+}
+
 // chatRequest is one chat completion request on its way through the
 // gateway. It is owned by one request.
 type chatRequest struct {
@@ -400,8 +442,10 @@ type chatRequest struct {
 	id       string
 	log      *slog.Logger
 	strategy protocol.Strategy
-	// auto: the route is /v1, whose protocol the request decides.
-	auto     bool
+	// route is the protocol the request's route names, protocolDefault
+	// for /v1; decision is what serves it (see decide).
+	route    string
+	decision decision
 	provider *Provider
 	x        *protocol.Exchange
 	// reasoning remembers the reasoning of the response's tool calls for
@@ -425,27 +469,9 @@ type chatRequest struct {
 	resumable bool
 }
 
-// pick chooses the strategy of proto; false when the route is off, which
-// it answered.
-func (c *chatRequest) pick(proto string) bool {
-	c.strategy = c.h.standard
-	if proto == protocolDefault {
-		c.auto, proto = true, c.h.deflt
-	}
-	if proto != ProtocolTwoStage {
-		return true
-	}
-	if c.h.twoStage == nil {
-		writeJSONError(c.w, &chat.Error{Status: http.StatusNotImplemented, Type: chat.TypeInvalidRequest, Code: "two_stage_disabled",
-			Message: "the two-stage protocol is not enabled on this gateway; use /v1/chat/completions or /standard/v1/chat/completions"})
-		return false
-	}
-	c.strategy = c.h.twoStage
-	return true
-}
-
-// prepare reads and parses the request, routes it to its provider, reads
-// the guard's per-request limits and repairs it for thinking mode.
+// prepare reads and parses the request, routes it to its provider,
+// decides its protocol, reads the guard's per-request limits and repairs
+// it for thinking mode.
 func (c *chatRequest) prepare() error {
 	h := c.h
 	body, err := io.ReadAll(http.MaxBytesReader(c.w, c.r.Body, h.cfg.MaxBodyBytes))
@@ -467,34 +493,11 @@ func (c *chatRequest) prepare() error {
 		return err
 	}
 	c.provider = h.cfg.provider(req.Model)
-	if c.auto && c.strategy.Name() == ProtocolTwoStage && !h.needsGuard(c.r, req) {
-		c.strategy = h.standard
-	}
-	c.log = c.log.With("model", req.Model, "provider", c.provider.Name, "protocol", c.strategy.Name(), "stream", req.Stream)
-	c.w.Header().Set("X-Phasegate-Protocol", c.strategy.Name())
-	c.w.Header().Set("X-Phasegate-Provider", c.provider.Name)
 	c.x = &protocol.Exchange{Request: req, RequestID: c.id, ProjectID: c.r.Header.Get("X-Project-Id"), History: req.Messages, Retry: h.cfg.Retry}
-	if mode, err := protocol.ParseEnvelopeMode(c.r.Header.Get(EnvelopeHeader)); c.strategy.Name() != ProtocolTwoStage && (err != nil || mode != protocol.EnvelopeOff) {
-		return chat.InvalidRequest("", "header X-Phasegate-Envelope is served by the guard (/v1/chat/completions or /two-stage/v1/chat/completions); this route passes answers through as they are")
-	}
-	if c.strategy.Name() == ProtocolTwoStage {
-		if c.x.Limits, err = h.limits(c.r.Header, req.Model); err != nil {
-			return err
-		}
-		if req.N > 1 && c.x.Limits.Envelope != protocol.EnvelopeOff && c.r.Header.Get(EnvelopeHeader) != "" {
-			return chat.InvalidRequest("n", "header X-Phasegate-Envelope needs n = 1: the guard judges the envelope of a single choice")
-		}
-		if req.N > 1 {
-			// The guard judges one choice; several cannot be served by it.
-			c.strategy = h.standard
-			c.w.Header().Set("X-Phasegate-Protocol", c.strategy.Name())
-			c.w.Header().Set("X-Phasegate-Warning", "n > 1 is served by the standard protocol: the guard judges a single choice")
-		} else if err := checkSchemaCost(req.Tools); err != nil {
-			return err // only the guard compiles schemas
-		}
-		if h.guardMode(c.x.ProjectID, req.Model) == protocol.ModeObserve {
-			c.observe()
-		}
+	c.decide(h.decide(c.route, c.r.Header, req, c.x.ProjectID))
+	c.w.Header().Set("X-Phasegate-Provider", c.provider.Name)
+	if err := c.judged(); err != nil {
+		return err
 	}
 	if h.repairThinking(c.r.Context(), c.w, c.log, c.provider, req) {
 		c.reasoning = &reasoningRecorder{ctx: context.WithoutCancel(c.r.Context()), mem: h.thinking, fail: func(err error) {
@@ -503,6 +506,45 @@ func (c *chatRequest) prepare() error {
 		}}
 	}
 	c.x.History = req.Messages
+	return nil
+}
+
+// decide makes d the request's protocol decision: its strategy, its log
+// fields and the headers that tell it (see decision.setHeaders).
+func (c *chatRequest) decide(d decision) {
+	c.decision, c.strategy = d, d.strategy
+	req := c.x.Request
+	c.log = c.log.With("model", req.Model, "provider", c.provider.Name, "protocol", d.strategy.Name(), "stream", req.Stream)
+	d.setHeaders(c.w.Header())
+}
+
+// judged reads what the guard needs of a request it judges: its
+// per-request limits, its envelope rule and the cost of its schemas; in
+// observe mode the guard observes it here. A request the guard does not
+// judge may not ask for an envelope.
+func (c *chatRequest) judged() error {
+	h, req := c.h, c.x.Request
+	if !c.decision.judged {
+		if mode, err := protocol.ParseEnvelopeMode(c.r.Header.Get(EnvelopeHeader)); err != nil || mode != protocol.EnvelopeOff {
+			return chat.InvalidRequest("", "header X-Phasegate-Envelope is served by the guard (/v1/chat/completions or /two-stage/v1/chat/completions); this route passes answers through as they are")
+		}
+		return nil
+	}
+	var err error
+	if c.x.Limits, err = h.limits(c.r.Header, req.Model); err != nil {
+		return err
+	}
+	if req.N > 1 && c.x.Limits.Envelope != protocol.EnvelopeOff && c.r.Header.Get(EnvelopeHeader) != "" {
+		return chat.InvalidRequest("n", "header X-Phasegate-Envelope needs n = 1: the guard judges the envelope of a single choice")
+	}
+	if req.N <= 1 {
+		if err := checkSchemaCost(req.Tools); err != nil {
+			return err // only the guard compiles schemas
+		}
+	}
+	if c.decision.observe {
+		c.observe()
+	}
 	return nil
 }
 
@@ -561,16 +603,15 @@ func (c *chatRequest) serve(ctx context.Context) metrics.Outcome {
 			h.tracer.Trace(ctx, metrics.Trace{Kind: metrics.TraceFallback, RequestID: c.id, ProjectID: c.x.ProjectID, Reason: err.Error()})
 		}
 		h.metrics.Fallback()
-		c.w.Header().Set("X-Phasegate-Protocol", h.standard.Name())
-		c.w.Header().Set("X-Phasegate-Fallback", ProtocolTwoStage)
+		c.decision = c.decision.fallback(h.standard)
+		c.decision.setHeaders(c.w.Header())
 		status, err = c.pump(ctx, h.standard, out)
 	}
 	if err == nil {
 		c.log.Info("request served", "status", status, "duration_ms", millis(time.Since(c.start)))
 		return metrics.OutcomeOK
 	}
-	if rs, ok := out.(*resumableSink); ok && errors.Is(context.Cause(ctx), ErrCancelled) {
-		rs.cancelled()
+	if errors.Is(context.Cause(ctx), ErrCancelled) && out.cancelled() {
 		c.log.Info("stream cancelled; upstream closed", "duration_ms", millis(time.Since(c.start)))
 		return metrics.OutcomeClientClosed
 	}
@@ -578,11 +619,8 @@ func (c *chatRequest) serve(ctx context.Context) metrics.Outcome {
 		err = cause // the gateway ended the request, not the client or the upstream
 	}
 	if !out.committed() {
-		if rs, ok := out.(*resumableSink); ok {
-			// A resume answers the error this client gets.
-			if status, body, ok := failureJSON(protocol.Classify(err)); ok {
-				rs.rec.failed(status, c.h.redactor.Bytes(body))
-			}
+		if status, body, ok := failureJSON(protocol.Classify(err)); ok {
+			out.refused(status, c.h.redactor.Bytes(body))
 		}
 		return c.fail(err)
 	}
@@ -673,7 +711,7 @@ func (c *chatRequest) fail(err error) metrics.Outcome {
 // token. It returns the status written and the error that ended the run,
 // if any.
 func (c *chatRequest) pump(ctx context.Context, strategy protocol.Strategy, out sink) (int, error) {
-	w, rec := c.w, c.reasoning
+	rec := c.reasoning
 	for ev, err := range strategy.Run(ctx, c.x) {
 		if err != nil {
 			return 0, err
@@ -693,10 +731,7 @@ func (c *chatRequest) pump(ctx context.Context, strategy protocol.Strategy, out 
 			rec.remember()
 			werr = out.done()
 		case protocol.KindResponse:
-			copyHeader(w.Header(), ev.Header)
-			w.Header().Del("Content-Encoding")
-			w.WriteHeader(ev.Status)
-			_, _ = w.Write(ev.Data) // a failed write means the client left; the status stands
+			_ = out.whole(ev.Status, ev.Header, ev.Data) // a failed write means the client left; the status stands
 			if ev.Status == http.StatusOK {
 				rec.whole(ev.Data)
 				c.trace.written(ev.Data)

@@ -20,6 +20,7 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	proxy.ReleaseMode()
 	goleak.VerifyTestMain(m)
 }
 

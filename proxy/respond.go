@@ -28,6 +28,27 @@ type sink interface {
 	committed() bool
 	// fail reports an error after the response was committed.
 	fail(e *chat.Error)
+	// whole writes an answer passed on whole, with its status and headers
+	// (the standard protocol's non-streaming answers).
+	whole(status int, h http.Header, body []byte) error
+	// refused keeps the answer of a request that failed before its first
+	// byte (status and JSON body, redacted), for a resume to answer the
+	// same; only a resumable stream keeps it.
+	refused(status int, body []byte)
+	// cancelled ends a stream cancelled through the cancel route as
+	// streams end; false when the sink cannot be cancelled so (only a
+	// resumable stream can).
+	cancelled() bool
+}
+
+// writeWhole writes an answer passed on whole to w. The body was decoded
+// by the transport: its encoding no longer applies.
+func writeWhole(w http.ResponseWriter, status int, h http.Header, body []byte) error {
+	copyHeader(w.Header(), h)
+	w.Header().Del("Content-Encoding")
+	w.WriteHeader(status)
+	_, err := w.Write(body)
+	return err
 }
 
 // streamSink writes events as they come.
@@ -66,6 +87,11 @@ func (s *streamSink) comment(line []byte) error { s.open(); return s.w.comment(l
 func (s *streamSink) finish() error             { return s.w.flush() }
 func (s *streamSink) flush() error              { return s.w.flush() }
 func (s *streamSink) committed() bool           { return s.w.started }
+func (s *streamSink) refused(int, []byte)       {}
+func (s *streamSink) cancelled() bool           { return false }
+func (s *streamSink) whole(status int, h http.Header, body []byte) error {
+	return writeWhole(s.w.w, status, h, body)
+}
 func (s *streamSink) fail(e *chat.Error) {
 	if s.ext != nil {
 		_ = s.w.dataExt(e.Body(), s.ext)
@@ -116,7 +142,13 @@ func (s *jsonSink) finish() error {
 	return err
 }
 
-func (s *jsonSink) fail(*chat.Error) {}
+func (s *jsonSink) fail(*chat.Error)    {}
+func (s *jsonSink) refused(int, []byte) {}
+func (s *jsonSink) cancelled() bool     { return false }
+func (s *jsonSink) whole(status int, h http.Header, body []byte) error {
+	s.wrote = true
+	return writeWhole(s.w, status, h, body)
+}
 
 // dataExt writes one event whose data is the chunk data with ext added as
 // the protocol.ExtensionKey field, built in the writer's own buffer. Chunk

@@ -249,7 +249,7 @@ func (s *resumableSink) clientFailed(err error) {
 
 // cancelled ends a cancelled stream as streams end: one finish, unless
 // one was written, and [DONE].
-func (s *resumableSink) cancelled() {
+func (s *resumableSink) cancelled() bool {
 	if !s.finished {
 		var hdr chat.Chunk
 		if s.first != nil {
@@ -263,7 +263,12 @@ func (s *resumableSink) cancelled() {
 		}
 	}
 	_ = s.done()
+	return true
 }
+
+// refused keeps the answer of a stream that failed before its first
+// event: a resume answers the error this client gets.
+func (s *resumableSink) refused(status int, body []byte) { s.rec.failed(status, body) }
 
 // eventRecorder numbers the events of a resumable stream and appends them
 // to the log in batches, from a goroutine of its own that close waits for:

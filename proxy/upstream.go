@@ -88,55 +88,74 @@ func (u *upstream) Send(ctx context.Context, req *chat.Request) (*protocol.Respo
 	if req.Stream {
 		idle = u.cfg.Timeouts.Idle
 	}
-	wd := newWatchdog(firstByte, idle, cancel)
-	stop := func() {
-		wd.stop()
-		cancel(context.Canceled)
-	}
+	call := &upstreamCall{ctx: ctx, cancel: cancel, wd: newWatchdog(firstByte, idle, cancel)}
 
 	if u.onWait != nil {
 		u.onWait()
 	}
 	resp, err := u.client.Do(hreq)
 	if !req.Stream {
-		wd.pause() // the headers came: the body is REQUEST_TIMEOUT's
+		call.wd.pause() // the headers came: the body is REQUEST_TIMEOUT's
 	}
 	if err != nil {
 		// Classify before stop: stopping cancels ctx, and a cancelled ctx
 		// reads as a client that left.
 		err = upstreamCallError(ctx, err)
-		stop()
+		call.stop()
 		return nil, err
 	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		defer stop()
+		defer call.stop()
 		return nil, u.failed(ctx, resp)
 	}
-	out := &protocol.Response{Status: resp.StatusCode, Header: responseHeader(resp.Header)}
 	if !req.Stream || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
-		defer stop()
-		defer resp.Body.Close()
-		b, err := readBody(ctx, resp.Body, u.cfg.MaxResponseBytes)
-		if err != nil {
-			return nil, err
-		}
-		out.Body = b
-		return out, nil
+		defer call.stop()
+		return u.whole(ctx, resp)
 	}
-	body2 := u.tap(resp.Body)
+	return u.stream(call, resp), nil
+}
+
+// upstreamCall is one call's context and the watchdog that bounds it.
+type upstreamCall struct {
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+	wd     *watchdog
+}
+
+// stop ends the call: its watchdog, then its context.
+func (c *upstreamCall) stop() {
+	c.wd.stop()
+	c.cancel(context.Canceled)
+}
+
+// whole reads and closes an answer that is not a stream.
+func (u *upstream) whole(ctx context.Context, resp *http.Response) (*protocol.Response, error) {
+	defer resp.Body.Close()
+	b, err := readBody(ctx, resp.Body, u.cfg.MaxResponseBytes)
+	if err != nil {
+		return nil, err
+	}
+	return &protocol.Response{Status: resp.StatusCode, Header: responseHeader(resp.Header), Body: b}, nil
+}
+
+// stream is the answer of a stream, read event by event; closing it ends
+// the call.
+func (u *upstream) stream(call *upstreamCall, resp *http.Response) *protocol.Response {
+	out := &protocol.Response{Status: resp.StatusCode, Header: responseHeader(resp.Header)}
+	body := u.tap(resp.Body)
 	ended := false // the stream reached [DONE] or the end of its body
 	out.Close = func() {
 		if ended {
 			// What is left after [DONE] is the body's framing: read it, so
 			// that the connection goes back to the pool. An answer closed
 			// early is not drained: closing it stops the model generating.
-			drain(resp.Body, cancel)
+			drain(resp.Body, call.cancel)
 		}
 		resp.Body.Close()
-		stop()
+		call.stop()
 	}
-	out.Events = u.events(ctx, body2, wd, &ended)
-	return out, nil
+	out.Events = u.events(call.ctx, body, call.wd, &ended)
+	return out
 }
 
 // newRequest builds the upstream request of req: its body, the client's

@@ -51,6 +51,7 @@ func main() {
 	// is back, so a second Ctrl-C ends the process during the drain.
 	context.AfterFunc(ctx, stop)
 	ownsDefaultLog = true
+	proxy.ReleaseMode()
 	if err := dispatch(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr); err != nil {
 		// One line per problem, each naming the setting as it was written.
 		for _, line := range strings.Split(err.Error(), "\n") {

@@ -20,6 +20,7 @@ import (
 	openai "github.com/sashabaranov/go-openai"
 	"go.uber.org/goleak"
 
+	"github.com/phasegate/phasegate/proxy"
 	"github.com/phasegate/phasegate/proxy/proxytest"
 	"github.com/phasegate/phasegate/sim"
 )
@@ -36,6 +37,7 @@ func TestMain(m *testing.M) {
 	}
 	// TestRunReadHeaderTimeout waits this long; the gateway's own is 10s.
 	readHeaderTimeout = time.Second
+	proxy.ReleaseMode()
 	goleak.VerifyTestMain(m)
 }
 
