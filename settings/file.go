@@ -396,8 +396,8 @@ type wholeNumber int
 
 // UnmarshalYAML reads a whole number of 0 or more.
 func (w *wholeNumber) UnmarshalYAML(n *yaml.Node) error {
-	var v int
-	if n.Kind != yaml.ScalarNode || n.Decode(&v) != nil || v < 0 {
+	v, err := strconv.Atoi(n.Value)
+	if n.Kind != yaml.ScalarNode || err != nil || v < 0 {
 		return mustBe(n, "a whole number of 0 or more")
 	}
 	*w = wholeNumber(v)

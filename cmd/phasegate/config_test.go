@@ -534,3 +534,62 @@ func TestListenAddr(t *testing.T) {
 		})
 	}
 }
+
+// TestProxyFieldErrorsAsWritten checks a problem only the proxy finds in
+// its configuration is reported under the setting as the user wrote it:
+// the variable, the flag, or the file key and its line.
+func TestProxyFieldErrorsAsWritten(t *testing.T) {
+	tests := []struct {
+		name, file string
+		env        map[string]string
+		args       []string
+		want       string
+	}{
+		{name: "trusted proxy from the environment", env: map[string]string{"TRUSTED_PROXIES": "10.0.0.0/33"}, want: `TRUSTED_PROXIES=10.0.0.0/33: "10.0.0.0/33" is neither`},
+		{name: "trusted proxy from the file", file: "trusted_proxies: [10.0.0.1, 10.0.0.0/33]\n", want: `:1: trusted_proxies: 10.0.0.1,10.0.0.0/33: "10.0.0.0/33" is neither`},
+		{name: "in-flight bound from the environment", env: map[string]string{"MAX_INFLIGHT_BYTES": "100"}, want: "MAX_INFLIGHT_BYTES=100: must be at least 8 times the largest body"},
+		{name: "in-flight bound from the file", file: "max_inflight_bytes: 100\n", want: ":1: max_inflight_bytes: 100: must be at least 8 times the largest body"},
+		{name: "in-flight bound from a flag", args: []string{"--max-inflight-bytes=100"}, want: "--max-inflight-bytes=100: must be at least 8 times"},
+		{name: "pass-through rule from the file", file: "\npassthrough_endpoints: FETCH /models\n", want: `:2: passthrough_endpoints: "FETCH /models": `},
+		{name: "forwarded header from the environment", env: map[string]string{"FORWARD_HEADERS": "Cookie"}, want: `FORWARD_HEADERS=Cookie: "Cookie" would forward Cookie`},
+		{name: "client key bound to a kept name, from the file", file: "phasegate_api_keys: k1,k2:key-1\ndeepseek_api_key: sk-x\n", want: ":1: phasegate_api_keys: [redacted]: client key 2 is bound"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			args := tt.args
+			if tt.file != "" {
+				args = append([]string{"--config", writeFile(t, tt.file)}, args...)
+			}
+			_, err := parseOptions(serveCommand, args, env(tt.env), &strings.Builder{})
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("error %v, want it to say %q", err, tt.want)
+			}
+			for _, goTerm := range []string{"invalid configuration", "TrustedProxies", "MaxInflightBytes", "PassThrough", "ForwardHeaders", "ClientKeys"} {
+				if strings.Contains(err.Error(), goTerm) {
+					t.Errorf("error %q names the proxy's field (%q), not the setting", err, goTerm)
+				}
+			}
+		})
+	}
+}
+
+// TestFileWrongTypes checks a file key given a value of the wrong kind is
+// reported at its line, in the file's terms.
+func TestFileWrongTypes(t *testing.T) {
+	for _, tt := range []struct{ file, want string }{
+		{file: "models:\n  m:\n    context_window: [1]\n", want: ":3: models: m: context_window: : must be a whole number of 0 or more"},
+		{file: "models:\n  m:\n    context_window: 1.5\n", want: ":3: models: m: context_window: 1.5: must be a whole number of 0 or more"},
+		{file: "routes:\n  - model: {a: b}\n    provider: openai\n", want: ":2: routes[0]: model must be a single value"},
+		{file: "guard: [models]\n", want: ":1: guard must be a mapping with keys models, modes, projects"},
+		{file: "guard:\n  models:\n    gpt-*: 3\n", want: ":3: guard: models: gpt-*: must be strict or agent"},
+		{file: "envelopes:\n  phases:\n    review: [a]\n", want: ":3: envelopes: phases: review: must be a JSON Schema (a mapping)"},
+		{file: "plan_tools: [read, {x: 1}]\n", want: ":1: plan_tools: each item of the list must be one name"},
+		{file: "log_level: {warn: true}\n", want: ":1: log_level must be a single value, not a list or a mapping"},
+	} {
+		path := writeFile(t, tt.file)
+		_, err := parseOptions(serveCommand, []string{"--config", path}, env(nil), &strings.Builder{})
+		if err == nil || !strings.Contains(err.Error(), path+tt.want) {
+			t.Errorf("%q: error %v, want %q", tt.file, err, path+tt.want)
+		}
+	}
+}
