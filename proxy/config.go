@@ -261,7 +261,7 @@ func Retry(attempts int, maxWait time.Duration) protocol.Retry {
 	return r
 }
 
-// DefaultPassThrough are the endpoints passed through with the gateway's
+// DefaultPassThrough returns the endpoints passed through with the gateway's
 // own keys by default: read-only and inference ones (GET /models holds
 // GET /models/{id}). Files, batches, fine-tunes and deletions (DELETE
 // /models/{id} deletes a fine-tuned model) would open the operator's
@@ -270,7 +270,7 @@ func DefaultPassThrough() []string {
 	return []string{"GET /models", "POST /embeddings", "POST /moderations"}
 }
 
-// DefaultRetry retries a failed upstream call twice, after a jittered
+// DefaultRetry returns the retries phasegate starts with: a failed upstream call is retried twice, after a jittered
 // 250 ms then 500 ms, or the upstream's Retry-After up to 10 s.
 func DefaultRetry() protocol.Retry {
 	return protocol.Retry{Attempts: 2, Base: 250 * time.Millisecond, MaxWait: 10 * time.Second}
@@ -290,7 +290,7 @@ const (
 // bounds what it holds.
 const InflightFactor = 8
 
-// DefaultTimeouts are the timeouts phasegate starts with. A zero Timeouts
+// DefaultTimeouts returns the timeouts phasegate starts with. A zero Timeouts
 // disables every bound, which suits tests, not production.
 func DefaultTimeouts() Timeouts {
 	return Timeouts{Connect: 10 * time.Second, FirstByte: 10 * time.Minute, Idle: 2 * time.Minute, Request: 30 * time.Minute, Body: 30 * time.Second}

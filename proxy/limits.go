@@ -36,7 +36,7 @@ type Limits struct {
 	MaxHeaderBytes int
 }
 
-// DefaultLimits are the limits phasegate starts with.
+// DefaultLimits returns the limits phasegate starts with.
 func DefaultLimits() Limits {
 	return Limits{MaxDepth: 64, MaxMessages: 10_000, MaxTools: 512, MaxToolSchemaBytes: 256 << 10, MaxArgumentsBytes: 4 << 20, MaxHeaderBytes: 64 << 10}
 }

@@ -368,6 +368,10 @@ func (ms *fileModels) UnmarshalYAML(n *yaml.Node) error {
 				"safety_margin":      (*fraction)(&l.SafetyMargin),
 				"encoding":           (*encoding)(&l.Encoding),
 			}[fk.Value]
+			if fv.Kind != yaml.ScalarNode {
+				p.add(fv.Line, "%s: %s must be a single value", what, fk.Value)
+				return
+			}
 			if err := present(fv).Decode(target); err != nil {
 				p.addDecode(fv.Line, what+": "+fk.Value+": "+fv.Value+": ", err)
 			}

@@ -30,7 +30,7 @@ type SchemaBudget struct {
 	MaxSchema int64
 }
 
-// DefaultSchemaBudget is the budget phasegate starts with.
+// DefaultSchemaBudget returns the budget phasegate starts with.
 func DefaultSchemaBudget() SchemaBudget { return SchemaBudget{MaxPattern: 10_000, MaxSchema: 50_000} }
 
 // patternOverhead is what one compiled pattern costs beyond its

@@ -577,7 +577,7 @@ func TestProxyFieldErrorsAsWritten(t *testing.T) {
 // reported at its line, in the file's terms.
 func TestFileWrongTypes(t *testing.T) {
 	for _, tt := range []struct{ file, want string }{
-		{file: "models:\n  m:\n    context_window: [1]\n", want: ":3: models: m: context_window: : must be a whole number of 0 or more"},
+		{file: "models:\n  m:\n    context_window: [1]\n", want: ":3: models: m: context_window must be a single value"},
 		{file: "models:\n  m:\n    context_window: 1.5\n", want: ":3: models: m: context_window: 1.5: must be a whole number of 0 or more"},
 		{file: "routes:\n  - model: {a: b}\n    provider: openai\n", want: ":2: routes[0]: model must be a single value"},
 		{file: "guard: [models]\n", want: ":1: guard must be a mapping with keys models, modes, projects"},

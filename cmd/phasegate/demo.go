@@ -80,6 +80,26 @@ func demoSettings(o options) string {
 	return b.String()
 }
 
+// demoOptions turns the guard on, with the budgets and profiles its
+// scenarios need.
+func demoOptions(o *options) {
+	o.TwoStage = true
+	// The test-rerun scenario needs its tool to be repeatable, and room for
+	// its five runs. Both are said before anything runs.
+	if len(o.RepeatableTools) == 0 {
+		o.RepeatableTools = []string{"run_tests"}
+	}
+	if o.MaxPhaseCycles < demoMaxPhaseCycles {
+		o.MaxPhaseCycles = demoMaxPhaseCycles
+	}
+	// The agent scenarios run under the agent profile; their strict run
+	// asks for the default's rules with the headers that tighten them.
+	o.Proxy.GuardProfiles = append([]proxy.ProfileRule{
+		{Pattern: sim.SessionModel, Profile: protocol.ProfileAgent},
+		{Pattern: sim.VerifyModel, Profile: protocol.ProfileAgent},
+	}, o.Proxy.GuardProfiles...)
+}
+
 // runDemo starts a gateway on the simulated looping model, on loopback,
 // and runs a short agent through it twice: with the standard protocol and
 // with the guard, printing what reaches the client each time.
@@ -101,21 +121,7 @@ func runDemo(ctx context.Context, args []string, getenv func(string) string, std
 	if err != nil {
 		return err
 	}
-	o.TwoStage = true
-	// The test-rerun scenario needs its tool to be repeatable, and room for
-	// its five runs. Both are said before anything runs.
-	if len(o.RepeatableTools) == 0 {
-		o.RepeatableTools = []string{"run_tests"}
-	}
-	if o.MaxPhaseCycles < demoMaxPhaseCycles {
-		o.MaxPhaseCycles = demoMaxPhaseCycles
-	}
-	// The agent scenarios run under the agent profile; their strict run
-	// asks for the default's rules with the headers that tighten them.
-	o.Proxy.GuardProfiles = append([]proxy.ProfileRule{
-		{Pattern: sim.SessionModel, Profile: protocol.ProfileAgent},
-		{Pattern: sim.VerifyModel, Profile: protocol.ProfileAgent},
-	}, o.Proxy.GuardProfiles...)
+	demoOptions(&o)
 	fmt.Fprint(stdout, demoSettings(o))
 	h, closeShared, err := newHandler(ctx, o, newLogger(stderr, o.LogLevel, o.Redactor), nil)
 	if err != nil {

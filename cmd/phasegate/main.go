@@ -132,6 +132,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if err != nil {
 		return listenError(o, err)
 	}
+	return serve(ctx, o, h, ln, log)
+}
+
+// serve serves h on ln until ctx ends, then drains and shuts down.
+func serve(ctx context.Context, o options, h *proxy.Handler, ln net.Listener, log *slog.Logger) error {
 	// Requests run under a context the shutdown can end with a cause, so a
 	// stream still running when the grace is spent ends with an in-band
 	// error and [DONE] rather than a cut connection.
@@ -267,20 +272,7 @@ func newHandler(ctx context.Context, o options, log *slog.Logger, tp *sdktrace.T
 	metrics.RegisterTokenRatios(reg, models, counter.Ratio)
 	opts := proxy.Options{Logger: log, Transport: tr, DefaultProtocol: o.DefaultProtocol,
 		PlanMode: len(o.PlanTools) > 0, Metrics: m, Gatherer: reg, Tokens: counter, Redactor: o.Redactor}
-	tracers := metrics.Tracers{metrics.NewTraceLog(log)}
-	if tp != nil {
-		opts.TracerProvider = tp
-		tracers = append(tracers, tracing.SpanEvents{})
-	}
-	if o.Proxy.AdminAPIKey != "" {
-		opts.Recent = metrics.NewRecent(recentRequests, recentEvents)
-		tracers = append(tracers, opts.Recent)
-	}
-	var tracer protocol.Tracer = tracers
-	if len(tracers) == 1 {
-		tracer = tracers[0]
-	}
-	opts.Tracer = tracer
+	tracer := setTracers(o, log, tp, &opts)
 	if o.ThinkingRepair {
 		opts.Thinking = proxy.LocalReasoning(deepseek.NewReasoningMemory(o.ThinkingBytes, o.ThinkingTTL))
 	}
@@ -309,6 +301,27 @@ func newHandler(ctx context.Context, o options, log *slog.Logger, tp *sdktrace.T
 		return nil, nil, err
 	}
 	return h, func() { h.Close(); closeRedis() }, nil
+}
+
+// setTracers sets where the trace events of a request go: the log, the
+// spans of tp when set, and the recent requests of the admin routes when
+// they are open. It returns the tracer the guard reports to.
+func setTracers(o options, log *slog.Logger, tp *sdktrace.TracerProvider, opts *proxy.Options) protocol.Tracer {
+	tracers := metrics.Tracers{metrics.NewTraceLog(log)}
+	if tp != nil {
+		opts.TracerProvider = tp
+		tracers = append(tracers, tracing.SpanEvents{})
+	}
+	if o.Proxy.AdminAPIKey != "" {
+		opts.Recent = metrics.NewRecent(recentRequests, recentEvents)
+		tracers = append(tracers, opts.Recent)
+	}
+	var tracer protocol.Tracer = tracers
+	if len(tracers) == 1 {
+		tracer = tracers[0]
+	}
+	opts.Tracer = tracer
+	return tracer
 }
 
 // openShared puts the state replicas share on the Redis of REDIS_URL, when
