@@ -135,8 +135,8 @@ func TestClientKeys(t *testing.T) {
 func TestClientKeysNeedProviderKeys(t *testing.T) {
 	_, err := proxy.New(proxy.Config{Providers: []proxy.Provider{{Name: "openai", BaseURL: "https://api.openai.com/v1"}},
 		ClientKeys: []proxy.ClientKey{{Key: "k1"}}}, proxy.Options{})
-	if !errors.Is(err, proxy.ErrInvalidConfig) || !strings.Contains(err.Error(), "PHASEGATE_API_KEYS") {
-		t.Errorf("error = %v, want an invalid configuration naming PHASEGATE_API_KEYS", err)
+	if !errors.Is(err, proxy.ErrInvalidConfig) || !strings.Contains(err.Error(), "ClientKeys: ") {
+		t.Errorf("error = %v, want an invalid configuration naming the ClientKeys field", err)
 	}
 }
 

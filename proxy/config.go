@@ -256,21 +256,25 @@ const (
 // Retry is DefaultRetry with attempts new calls and waits of at most
 // maxWait.
 func Retry(attempts int, maxWait time.Duration) protocol.Retry {
-	r := DefaultRetry
+	r := DefaultRetry()
 	r.Attempts, r.MaxWait = attempts, maxWait
 	return r
 }
 
-// DefaultPassThrough are the endpoints passed through with the gateway's
+// DefaultPassThrough returns the endpoints passed through with the gateway's
 // own keys by default: read-only and inference ones (GET /models holds
 // GET /models/{id}). Files, batches, fine-tunes and deletions (DELETE
 // /models/{id} deletes a fine-tuned model) would open the operator's
 // account to anyone who can reach the gateway.
-var DefaultPassThrough = []string{"GET /models", "POST /embeddings", "POST /moderations"}
+func DefaultPassThrough() []string {
+	return []string{"GET /models", "POST /embeddings", "POST /moderations"}
+}
 
-// DefaultRetry retries a failed upstream call twice, after a jittered
+// DefaultRetry returns the retries phasegate starts with: a failed upstream call is retried twice, after a jittered
 // 250 ms then 500 ms, or the upstream's Retry-After up to 10 s.
-var DefaultRetry = protocol.Retry{Attempts: 2, Base: 250 * time.Millisecond, MaxWait: 10 * time.Second}
+func DefaultRetry() protocol.Retry {
+	return protocol.Retry{Attempts: 2, Base: 250 * time.Millisecond, MaxWait: 10 * time.Second}
+}
 
 // Defaults for Config fields left zero.
 const (
@@ -286,9 +290,11 @@ const (
 // bounds what it holds.
 const InflightFactor = 8
 
-// DefaultTimeouts are the timeouts phasegate starts with. A zero Timeouts
+// DefaultTimeouts returns the timeouts phasegate starts with. A zero Timeouts
 // disables every bound, which suits tests, not production.
-var DefaultTimeouts = Timeouts{Connect: 10 * time.Second, FirstByte: 10 * time.Minute, Idle: 2 * time.Minute, Request: 30 * time.Minute, Body: 30 * time.Second}
+func DefaultTimeouts() Timeouts {
+	return Timeouts{Connect: 10 * time.Second, FirstByte: 10 * time.Minute, Idle: 2 * time.Minute, Request: 30 * time.Minute, Body: 30 * time.Second}
+}
 
 // ErrInvalidConfig wraps every configuration problem Validate finds.
 var ErrInvalidConfig = errors.New("invalid configuration")
@@ -320,16 +326,33 @@ func (c Config) WithDefaults() Config {
 	return c
 }
 
-// Validate reports every problem of c, each naming the setting.
+// FieldError is a problem of one field of Config, named as the Go field
+// ("MaxInflightBytes", "RateLimits.KeyRequests"), so that a caller can
+// name the setting that gave it in its own terms.
+type FieldError struct {
+	Field   string
+	Problem string
+}
+
+func (e *FieldError) Error() string { return e.Field + ": " + e.Problem }
+
+// Is makes every FieldError an ErrInvalidConfig.
+func (e *FieldError) Is(target error) bool { return target == ErrInvalidConfig }
+
+// Validate reports every problem of c: a *FieldError for each field at
+// fault, an error wrapping ErrInvalidConfig for a problem of several.
 func (c Config) Validate() error {
 	var errs []error
 	bad := func(format string, args ...any) {
 		errs = append(errs, fmt.Errorf("%w: "+format, append([]any{ErrInvalidConfig}, args...)...))
 	}
+	field := func(name, format string, args ...any) {
+		errs = append(errs, &FieldError{Field: name, Problem: fmt.Sprintf(format, args...)})
+	}
 	c.validateProviders(bad)
-	c.validateKeys(bad)
-	c.validateAccess(bad)
-	c.validateBounds(bad)
+	c.validateKeys(field)
+	c.validateAccess(field)
+	c.validateBounds(field)
 	return errors.Join(errs...)
 }
 
@@ -363,61 +386,44 @@ func (c Config) validateProviders(bad func(format string, args ...any)) {
 
 // validateKeys checks the client keys, and that with them every provider
 // has a key of the gateway's.
-func (c Config) validateKeys(bad func(format string, args ...any)) {
+func (c Config) validateKeys(field func(name, format string, args ...any)) {
 	seen := map[Secret]bool{}
 	for i, k := range c.ClientKeys {
 		switch {
 		case strings.TrimSpace(k.Key.Reveal()) == "":
-			bad("PHASEGATE_API_KEYS: client key %d is empty", i+1)
+			field("ClientKeys", "client key %d is empty", i+1)
 		case seen[k.Key]:
-			bad("PHASEGATE_API_KEYS: client key %d is given twice", i+1)
+			field("ClientKeys", "client key %d is given twice", i+1)
 		}
 		seen[k.Key] = true
 	}
 	if len(c.ClientKeys) > 0 {
 		for _, p := range c.Providers {
 			if p.APIKey == "" && !p.Simulated {
-				bad("provider %q has no API key: with client keys (PHASEGATE_API_KEYS) the client's Authorization is the gateway's and is never passed upstream", p.Name)
+				field("ClientKeys", "provider %q has no API key: with client keys the client's Authorization is the gateway's and is never passed upstream", p.Name)
 			}
 		}
 	}
 }
 
 // validateBounds checks the sizes, rates, retries and timeouts.
-func (c Config) validateBounds(bad func(format string, args ...any)) {
-	if c.MaxBodyBytes < 0 {
-		bad("MAX_BODY_BYTES must not be negative")
-	}
-	if c.MaxEventBytes < 0 {
-		bad("MAX_EVENT_BYTES must not be negative")
-	}
-	if c.MaxInflightBytes < 0 {
-		bad("MAX_INFLIGHT_BYTES must not be negative")
-	} else if c.MaxInflightBytes > 0 && c.MaxInflightBytes < InflightFactor*c.MaxBodyBytes {
-		bad("MAX_INFLIGHT_BYTES (%d) must be at least %d times MAX_BODY_BYTES (%d): a body of the largest size could never be served", c.MaxInflightBytes, InflightFactor, c.MaxBodyBytes)
-	}
-	if c.Timeouts.Body < 0 {
-		bad("BODY_READ_TIMEOUT must not be negative")
-	}
-	for name, n := range map[string]int{"RATE_LIMIT_KEY_RPM": c.RateLimits.KeyRequests, "RATE_LIMIT_KEY_TPM": c.RateLimits.KeyTokens,
-		"RATE_LIMIT_PROJECT_RPM": c.RateLimits.ProjectRequests, "RATE_LIMIT_PROJECT_TPM": c.RateLimits.ProjectTokens,
-		"RATE_LIMIT_ADDRESS_RPM": c.RateLimits.AddressRequests, "RATE_LIMIT_ADDRESS_TPM": c.RateLimits.AddressTokens} {
+func (c Config) validateBounds(field func(name, format string, args ...any)) {
+	for name, n := range map[string]int64{"MaxBodyBytes": c.MaxBodyBytes, "MaxEventBytes": int64(c.MaxEventBytes), "MaxInflightBytes": c.MaxInflightBytes,
+		"RateLimits.KeyRequests": int64(c.RateLimits.KeyRequests), "RateLimits.KeyTokens": int64(c.RateLimits.KeyTokens),
+		"RateLimits.ProjectRequests": int64(c.RateLimits.ProjectRequests), "RateLimits.ProjectTokens": int64(c.RateLimits.ProjectTokens),
+		"RateLimits.AddressRequests": int64(c.RateLimits.AddressRequests), "RateLimits.AddressTokens": int64(c.RateLimits.AddressTokens),
+		"Resume.MaxBytes": c.Resume.MaxBytes, "Resume.MemoryBytes": c.Resume.MemoryBytes, "Retry.Attempts": int64(c.Retry.Attempts)} {
 		if n < 0 {
-			bad("%s must not be negative", name)
+			field(name, "must not be negative")
 		}
 	}
-	if c.Resume.TTL < 0 || c.Resume.MaxBytes < 0 || c.Resume.MemoryBytes < 0 {
-		bad("RESUME_TTL, RESUME_MAX_BYTES and RESUME_MEMORY_BYTES must not be negative")
+	if c.MaxInflightBytes > 0 && c.MaxInflightBytes < InflightFactor*c.MaxBodyBytes {
+		field("MaxInflightBytes", "must be at least %d times the largest body accepted (%d bytes): a body of the largest size could never be served", InflightFactor, c.MaxBodyBytes)
 	}
-	if c.Retry.Attempts < 0 {
-		bad("UPSTREAM_RETRIES must not be negative")
-	}
-	if c.Retry.Base < 0 || c.Retry.MaxWait < 0 {
-		bad("UPSTREAM_RETRY_MAX_WAIT must not be negative")
-	}
-	for name, d := range map[string]time.Duration{"UPSTREAM_CONNECT_TIMEOUT": c.Timeouts.Connect, "UPSTREAM_FIRST_BYTE_TIMEOUT": c.Timeouts.FirstByte, "UPSTREAM_IDLE_TIMEOUT": c.Timeouts.Idle, "REQUEST_TIMEOUT": c.Timeouts.Request} {
+	for name, d := range map[string]time.Duration{"Timeouts.Connect": c.Timeouts.Connect, "Timeouts.FirstByte": c.Timeouts.FirstByte, "Timeouts.Idle": c.Timeouts.Idle,
+		"Timeouts.Request": c.Timeouts.Request, "Timeouts.Body": c.Timeouts.Body, "Resume.TTL": c.Resume.TTL, "Retry.Base": c.Retry.Base, "Retry.MaxWait": c.Retry.MaxWait} {
 		if d < 0 {
-			bad("%s must not be negative", name)
+			field(name, "must not be negative")
 		}
 	}
 }
@@ -425,26 +431,26 @@ func (c Config) validateBounds(bad func(format string, args ...any)) {
 // validateAccess checks the settings of who may reach what: the
 // pass-through allowlist, the projects keys are bound to, the trusted
 // proxies.
-func (c Config) validateAccess(bad func(format string, args ...any)) {
+func (c Config) validateAccess(field func(name, format string, args ...any)) {
 	for _, e := range c.PassThrough {
 		if _, err := parsePassRule(e); err != nil {
-			bad("PASSTHROUGH_ENDPOINTS: %v", err)
+			field("PassThrough", "%v", err)
 		}
 	}
 	for i, k := range c.ClientKeys {
 		if ownProjectForm(k.Project) {
-			bad("PHASEGATE_API_KEYS: client key %d is bound to project %q: names key-N are kept for the projects of keys bound to none", i+1, k.Project)
+			field("ClientKeys", "client key %d is bound to project %q: names key-N are kept for the projects of keys bound to none", i+1, k.Project)
 		}
 	}
 	for _, name := range c.ForwardHeaders {
 		if err := checkForwardable(name); err != nil {
-			bad("FORWARD_HEADERS: %v", err)
+			field("ForwardHeaders", "%v", err)
 		}
 	}
 	for _, p := range c.TrustedProxies {
 		if _, err := netip.ParsePrefix(p); err != nil {
 			if _, err := netip.ParseAddr(p); err != nil {
-				bad("TRUSTED_PROXIES: %q is neither an IP address nor a CIDR range", p)
+				field("TrustedProxies", "%q is neither an IP address nor a CIDR range", p)
 			}
 		}
 	}

@@ -26,7 +26,7 @@ func TestValidate(t *testing.T) {
 		{name: "valid", edit: func(*Config) {}},
 		{name: "valid with routes and timeouts", edit: func(c *Config) {
 			c.Routes = []Route{{Pattern: "bge-*", Provider: "deepseek"}}
-			c.Timeouts = DefaultTimeouts
+			c.Timeouts = DefaultTimeouts()
 		}},
 		{name: "no provider", edit: func(c *Config) { c.Providers = nil }, errors: 1},
 		{name: "unnamed provider", edit: func(c *Config) { c.Providers[0].Name = "" }, errors: 1},

@@ -154,8 +154,8 @@ func TestForwardHeadersSetting(t *testing.T) {
 	for _, name := range []string{"Authorization", "cookie", "X-Api-", "OpenAI-Project", "Content-Length", "bad name"} {
 		bad := config(usrv)
 		bad.ForwardHeaders = []string{name}
-		if _, err := proxy.New(bad, proxy.Options{}); err == nil || !strings.Contains(err.Error(), "FORWARD_HEADERS") {
-			t.Errorf("FORWARD_HEADERS=%q: New = %v, want an error naming FORWARD_HEADERS", name, err)
+		if _, err := proxy.New(bad, proxy.Options{}); err == nil || !strings.Contains(err.Error(), "ForwardHeaders: ") {
+			t.Errorf("FORWARD_HEADERS=%q: New = %v, want an error naming the ForwardHeaders field", name, err)
 		}
 	}
 }

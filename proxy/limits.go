@@ -36,11 +36,13 @@ type Limits struct {
 	MaxHeaderBytes int
 }
 
-// DefaultLimits are the limits phasegate starts with.
-var DefaultLimits = Limits{MaxDepth: 64, MaxMessages: 10_000, MaxTools: 512, MaxToolSchemaBytes: 256 << 10, MaxArgumentsBytes: 4 << 20, MaxHeaderBytes: 64 << 10}
+// DefaultLimits returns the limits phasegate starts with.
+func DefaultLimits() Limits {
+	return Limits{MaxDepth: 64, MaxMessages: 10_000, MaxTools: 512, MaxToolSchemaBytes: 256 << 10, MaxArgumentsBytes: 4 << 20, MaxHeaderBytes: 64 << 10}
+}
 
 func (l Limits) withDefaults() Limits {
-	d := DefaultLimits
+	d := DefaultLimits()
 	for _, f := range []struct{ v, def *int }{{&l.MaxDepth, &d.MaxDepth}, {&l.MaxMessages, &d.MaxMessages},
 		{&l.MaxTools, &d.MaxTools}, {&l.MaxToolSchemaBytes, &d.MaxToolSchemaBytes}, {&l.MaxArgumentsBytes, &d.MaxArgumentsBytes},
 		{&l.MaxHeaderBytes, &d.MaxHeaderBytes}} {
@@ -192,7 +194,7 @@ func checkShape(req *chat.Request, l Limits) error {
 // to judge calls), saying which pattern and why.
 func checkSchemaCost(ts []chat.Tool) error {
 	for i, t := range ts {
-		_, err := tools.SchemaCost(t.Function.Parameters, tools.DefaultSchemaBudget)
+		_, err := tools.SchemaCost(t.Function.Parameters, tools.DefaultSchemaBudget())
 		var ce *tools.SchemaCostError
 		if errors.As(err, &ce) {
 			return chat.InvalidRequest(fmt.Sprintf("tools[%d].function.parameters", i), "the parameters schema of tool %s: %s", tools.QuoteName(t.Function.Name), ce.Error())

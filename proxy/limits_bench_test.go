@@ -32,7 +32,7 @@ func agentBody() []byte {
 // request, beside the decoding itself (go test -bench CheckBody ./proxy).
 func BenchmarkCheckBody(b *testing.B) {
 	body := agentBody()
-	l := DefaultLimits
+	l := DefaultLimits()
 	b.Run("scan", func(b *testing.B) {
 		b.SetBytes(int64(len(body)))
 		for b.Loop() {

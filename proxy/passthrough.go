@@ -303,7 +303,7 @@ func (p passRule) allows(method string) bool {
 // was checked by Validate.
 func passRules(entries []string) []passRule {
 	if entries == nil {
-		entries = DefaultPassThrough
+		entries = DefaultPassThrough()
 	}
 	rules := make([]passRule, 0, len(entries))
 	for _, e := range entries {

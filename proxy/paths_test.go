@@ -228,8 +228,8 @@ func TestPassThroughMethods(t *testing.T) {
 	}
 	t.Run("an unknown method is refused at start", func(t *testing.T) {
 		cfg := proxy.Config{Providers: []proxy.Provider{{Name: "openai", BaseURL: "http://127.0.0.1:1/v1"}}, PassThrough: []string{"FETCH /models"}}
-		if _, err := proxy.New(cfg, proxy.Options{}); err == nil || !strings.Contains(err.Error(), "PASSTHROUGH_ENDPOINTS") {
-			t.Errorf("New = %v, want an error naming PASSTHROUGH_ENDPOINTS", err)
+		if _, err := proxy.New(cfg, proxy.Options{}); err == nil || !strings.Contains(err.Error(), "PassThrough: ") {
+			t.Errorf("New = %v, want an error naming the PassThrough field", err)
 		}
 	})
 }

@@ -40,7 +40,7 @@ func TestUpstreamConnectionReuse(t *testing.T) {
 			usrv.StartTLS()
 			t.Cleanup(usrv.Close)
 
-			tr := proxy.NewTransport(proxy.DefaultTimeouts)
+			tr := proxy.NewTransport(proxy.DefaultTimeouts())
 			roots := x509.NewCertPool()
 			roots.AddCert(usrv.Certificate())
 			tr.TLSClientConfig = &tls.Config{RootCAs: roots}

@@ -71,8 +71,8 @@ func TestProjectComesFromKey(t *testing.T) {
 	t.Run("a key bound to a name kept for keys bound to none is refused at start", func(t *testing.T) {
 		cfg := proxy.Config{Providers: []proxy.Provider{{Name: "openai", BaseURL: "http://127.0.0.1:1/v1", APIKey: "sk-server-0123456789"}},
 			ClientKeys: []proxy.ClientKey{{Key: keyAlpha}, {Key: keyBeta, Project: "key-1"}}}
-		if _, err := proxy.New(cfg, proxy.Options{}); err == nil || !strings.Contains(err.Error(), "PHASEGATE_API_KEYS") {
-			t.Errorf("New = %v, want an error naming PHASEGATE_API_KEYS", err)
+		if _, err := proxy.New(cfg, proxy.Options{}); err == nil || !strings.Contains(err.Error(), "ClientKeys: ") {
+			t.Errorf("New = %v, want an error naming the ClientKeys field", err)
 		}
 	})
 }
@@ -133,8 +133,8 @@ func TestAddressLimits(t *testing.T) {
 	}
 	t.Run("a trusted proxy that is not an address is refused at start", func(t *testing.T) {
 		cfg := proxy.Config{Providers: []proxy.Provider{{Name: "openai", BaseURL: "http://127.0.0.1:1/v1"}}, TrustedProxies: []string{"10.0.0.0/33"}}
-		if _, err := proxy.New(cfg, proxy.Options{}); err == nil || !strings.Contains(err.Error(), "TRUSTED_PROXIES") {
-			t.Errorf("New = %v, want an error naming TRUSTED_PROXIES", err)
+		if _, err := proxy.New(cfg, proxy.Options{}); err == nil || !strings.Contains(err.Error(), "TrustedProxies: ") {
+			t.Errorf("New = %v, want an error naming the TrustedProxies field", err)
 		}
 	})
 }

@@ -52,7 +52,7 @@ func newSchemaCache(maxBytes int64) *schemaCache {
 // DefaultSchemaBudget is not compiled: its error is a *SchemaCostError.
 func (c *schemaCache) compile(params json.RawMessage) (*jsonschema.Schema, error) {
 	if len(params) > maxCachedSchemaBytes {
-		if _, err := SchemaCost(params, DefaultSchemaBudget); err != nil {
+		if _, err := SchemaCost(params, DefaultSchemaBudget()); err != nil {
 			return nil, err
 		}
 		return compileSchema(params)
@@ -60,7 +60,7 @@ func (c *schemaCache) compile(params json.RawMessage) (*jsonschema.Schema, error
 	if e, ok := c.compiled.Get(string(params)); ok {
 		return e.schema, e.err
 	}
-	cost, err := SchemaCost(params, DefaultSchemaBudget)
+	cost, err := SchemaCost(params, DefaultSchemaBudget())
 	var sch *jsonschema.Schema
 	if err == nil {
 		sch, err = compileSchema(params)

@@ -30,8 +30,8 @@ type SchemaBudget struct {
 	MaxSchema int64
 }
 
-// DefaultSchemaBudget is the budget phasegate starts with.
-var DefaultSchemaBudget = SchemaBudget{MaxPattern: 10_000, MaxSchema: 50_000}
+// DefaultSchemaBudget returns the budget phasegate starts with.
+func DefaultSchemaBudget() SchemaBudget { return SchemaBudget{MaxPattern: 10_000, MaxSchema: 50_000} }
 
 // patternOverhead is what one compiled pattern costs beyond its
 // instructions, in instructions: the regexp's own structures, about 1 KiB
@@ -68,10 +68,10 @@ func (e *SchemaCostError) Error() string {
 // compiler refuses it.
 func SchemaCost(params json.RawMessage, b SchemaBudget) (int64, error) {
 	if b.MaxPattern <= 0 {
-		b.MaxPattern = DefaultSchemaBudget.MaxPattern
+		b.MaxPattern = DefaultSchemaBudget().MaxPattern
 	}
 	if b.MaxSchema <= 0 {
-		b.MaxSchema = DefaultSchemaBudget.MaxSchema
+		b.MaxSchema = DefaultSchemaBudget().MaxSchema
 	}
 	// Most tool schemas have no pattern: they pay for this look only.
 	if !bytes.Contains(params, []byte(`"pattern`)) {

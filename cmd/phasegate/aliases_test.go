@@ -1,6 +1,8 @@
 package main
 
 import (
+	"github.com/phasegate/phasegate/settings"
+
 	"strings"
 	"testing"
 )
@@ -49,8 +51,8 @@ func TestSeedNames(t *testing.T) {
 			if err != nil {
 				t.Fatalf("parseOptions: %v", err)
 			}
-			if o.budgets.maxPhaseCycles != tt.cycles || o.budgets.maxDuplicateAttempts != tt.duplicates {
-				t.Errorf("budgets: got cycles %d, duplicates %d; want %d, %d", o.budgets.maxPhaseCycles, o.budgets.maxDuplicateAttempts, tt.cycles, tt.duplicates)
+			if o.MaxPhaseCycles != tt.cycles || o.MaxDuplicateAttempts != tt.duplicates {
+				t.Errorf("budgets: got cycles %d, duplicates %d; want %d, %d", o.MaxPhaseCycles, o.MaxDuplicateAttempts, tt.cycles, tt.duplicates)
 			}
 		})
 	}
@@ -59,8 +61,8 @@ func TestSeedNames(t *testing.T) {
 // TestSeedNamesNotStray checks the older names are not warned about as
 // misspelt settings.
 func TestSeedNamesNotStray(t *testing.T) {
-	got := strayVariables([]string{"TWO_STAGE_MAX_CYCLES=5", "TWO_STAGE_MAX_DUPLICATES=2", "TWO_STAGE_MAX_CYCLE=5"})
-	if len(got) != 1 || got[0].name != "TWO_STAGE_MAX_CYCLE" {
+	got := settings.StrayVariables([]string{"TWO_STAGE_MAX_CYCLES=5", "TWO_STAGE_MAX_DUPLICATES=2", "TWO_STAGE_MAX_CYCLE=5"})
+	if len(got) != 1 || got[0].Name != "TWO_STAGE_MAX_CYCLE" {
 		t.Errorf("stray variables: got %+v, want only TWO_STAGE_MAX_CYCLE", got)
 	}
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/phasegate/phasegate/protocol"
 	"github.com/phasegate/phasegate/proxy"
+	"github.com/phasegate/phasegate/settings"
 )
 
 // Secrets the tests set everywhere a secret can come from; none may ever
@@ -89,7 +90,7 @@ func TestPrecedence(t *testing.T) {
 			if err != nil {
 				t.Fatalf("parseOptions: %v", err)
 			}
-			got := []any{o.budgets.maxPhaseCycles, o.proxy.Timeouts.Idle, o.listenAddr, o.logLevel}
+			got := []any{o.MaxPhaseCycles, o.Proxy.Timeouts.Idle, o.ListenAddr, o.LogLevel}
 			want := []any{tt.cycles, tt.idle, tt.listen, tt.logging}
 			if diff := cmp.Diff(want, got); diff != "" {
 				t.Errorf("[cycles idle listen log] (-want +got):\n%s", diff)
@@ -103,20 +104,20 @@ func TestDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if o.proxy.Timeouts != proxy.DefaultTimeouts {
-		t.Errorf("timeouts = %+v, want %+v", o.proxy.Timeouts, proxy.DefaultTimeouts)
+	if o.Proxy.Timeouts != proxy.DefaultTimeouts() {
+		t.Errorf("timeouts = %+v, want %+v", o.Proxy.Timeouts, proxy.DefaultTimeouts())
 	}
-	if o.proxy.MaxBodyBytes != 16<<20 || o.proxy.MaxEventBytes != proxy.DefaultMaxEventBytes {
-		t.Errorf("limits = body %d, event %d; want 16 MiB and %d", o.proxy.MaxBodyBytes, o.proxy.MaxEventBytes, proxy.DefaultMaxEventBytes)
+	if o.Proxy.MaxBodyBytes != 16<<20 || o.Proxy.MaxEventBytes != proxy.DefaultMaxEventBytes {
+		t.Errorf("limits = body %d, event %d; want 16 MiB and %d", o.Proxy.MaxBodyBytes, o.Proxy.MaxEventBytes, proxy.DefaultMaxEventBytes)
 	}
-	if o.shutdownTimeout != 30*time.Second || o.drainDelay != 5*time.Second {
-		t.Errorf("shutdown timeout = %v, drain delay %v; want 30s, 5s", o.shutdownTimeout, o.drainDelay)
+	if o.ShutdownTimeout != 30*time.Second || o.DrainDelay != 5*time.Second {
+		t.Errorf("shutdown timeout = %v, drain delay %v; want 30s, 5s", o.ShutdownTimeout, o.DrainDelay)
 	}
-	if !o.twoStage || o.defaultProtocol != proxy.ProtocolTwoStage {
-		t.Errorf("two-stage = %v, default protocol %q; want on, two-stage", o.twoStage, o.defaultProtocol)
+	if !o.TwoStage || o.DefaultProtocol != proxy.ProtocolTwoStage {
+		t.Errorf("two-stage = %v, default protocol %q; want on, two-stage", o.TwoStage, o.DefaultProtocol)
 	}
-	if want := (budgets{3, 3, 1, 60}); o.budgets != want {
-		t.Errorf("budgets = %+v, want %+v", o.budgets, want)
+	if got, want := [3]int{o.MaxPhaseCycles, o.MaxDuplicateAttempts, o.AgentMaxPhaseCycles}, [3]int{3, 3, 60}; got != want {
+		t.Errorf("budgets = %v, want %v", got, want)
 	}
 }
 
@@ -158,17 +159,17 @@ func TestProviders(t *testing.T) {
 				t.Fatalf("parseOptions: %v", err)
 			}
 			var got []provider
-			for _, p := range o.proxy.Providers {
+			for _, p := range o.Proxy.Providers {
 				got = append(got, provider{Name: p.Name, BaseURL: p.BaseURL, Key: p.APIKey.Reveal(), Simulated: p.Simulated})
 			}
 			if diff := cmp.Diff(tt.want, got); diff != "" {
 				t.Errorf("providers (-want +got):\n%s", diff)
 			}
-			if diff := cmp.Diff(tt.routes, o.proxy.Routes); diff != "" {
+			if diff := cmp.Diff(tt.routes, o.Proxy.Routes); diff != "" {
 				t.Errorf("routes (-want +got):\n%s", diff)
 			}
-			if o.simulated != (tt.want[0].Simulated) {
-				t.Errorf("simulated = %v", o.simulated)
+			if o.Simulated != (tt.want[0].Simulated) {
+				t.Errorf("simulated = %v", o.Simulated)
 			}
 		})
 	}
@@ -289,22 +290,22 @@ func TestSharedSettings(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if o.redisURL.Reveal() != "redis://redis:6379/2" {
-		t.Errorf("redis URL %q", o.redisURL.Reveal())
+	if o.RedisURL.Reveal() != "redis://redis:6379/2" {
+		t.Errorf("redis URL %q", o.RedisURL.Reveal())
 	}
 	want := proxy.RateLimits{KeyRequests: 60, KeyTokens: 90000, ProjectRequests: 600, ProjectTokens: 900000}
-	if diff := cmp.Diff(want, o.proxy.RateLimits); diff != "" {
+	if diff := cmp.Diff(want, o.Proxy.RateLimits); diff != "" {
 		t.Errorf("rate limits (-want +got):\n%s", diff)
 	}
-	if diff := cmp.Diff(proxy.Resume{All: true, TTL: 5 * time.Minute, MaxBytes: 1 << 20, MemoryBytes: proxy.DefaultResumeMemoryBytes}, o.proxy.Resume); diff != "" {
+	if diff := cmp.Diff(proxy.Resume{All: true, TTL: 5 * time.Minute, MaxBytes: 1 << 20, MemoryBytes: proxy.DefaultResumeMemoryBytes}, o.Proxy.Resume); diff != "" {
 		t.Errorf("resume (-want +got):\n%s", diff)
 	}
 	d, err := parseOptions(serveCommand, nil, env(nil), &strings.Builder{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if d.redisURL != "" || !d.proxy.RateLimits.FailOpen || d.proxy.RateLimits != (proxy.RateLimits{FailOpen: true}) || d.proxy.Resume.All {
-		t.Errorf("defaults: redis %q, limits %+v, resume %+v; want no Redis, no limits (failing open), streams not resumable", d.redisURL, d.proxy.RateLimits, d.proxy.Resume)
+	if d.RedisURL != "" || !d.Proxy.RateLimits.FailOpen || d.Proxy.RateLimits != (proxy.RateLimits{FailOpen: true}) || d.Proxy.Resume.All {
+		t.Errorf("defaults: redis %q, limits %+v, resume %+v; want no Redis, no limits (failing open), streams not resumable", d.RedisURL, d.Proxy.RateLimits, d.Proxy.Resume)
 	}
 }
 
@@ -330,25 +331,25 @@ envelopes:
 		t.Fatal(err)
 	}
 	want := []proxy.EnvelopeRule{{Pattern: "orchestrator-*", Mode: protocol.EnvelopeRequired}, {Pattern: "planner", Mode: protocol.EnvelopeOptional}}
-	if diff := cmp.Diff(want, o.proxy.Envelopes); diff != "" {
+	if diff := cmp.Diff(want, o.Proxy.Envelopes); diff != "" {
 		t.Errorf("envelope rules (-want +got):\n%s", diff)
 	}
-	if o.envelopeRetries != 1 {
-		t.Errorf("envelope retries = %d, want 1", o.envelopeRetries)
+	if o.EnvelopeRetries != 1 {
+		t.Errorf("envelope retries = %d, want 1", o.EnvelopeRetries)
 	}
-	if o.envelopes == nil {
+	if o.Envelopes == nil {
 		t.Fatal("no phases read")
 	}
-	if r := o.envelopes.Judge(`{"phase":"review","data":{"verdict":"approve","since":"2024-01-01","score":1.5}}`); !r.Valid {
+	if r := o.Envelopes.Judge(`{"phase":"review","data":{"verdict":"approve","since":"2024-01-01","score":1.5}}`); !r.Valid {
 		t.Errorf("a review envelope judged %+v, want valid (an unquoted YAML date is the string it reads as)", r)
 	}
-	if r := o.envelopes.Judge(`{"phase":"review","data":{"verdict":"approve","score":2}}`); r.Valid {
+	if r := o.Envelopes.Judge(`{"phase":"review","data":{"verdict":"approve","score":2}}`); r.Valid {
 		t.Error("a score over the schema's maximum judged valid")
 	}
-	if r := o.envelopes.Judge(`{"phase":"review","data":{"verdict":"later"}}`); r.Valid {
+	if r := o.Envelopes.Judge(`{"phase":"review","data":{"verdict":"later"}}`); r.Valid {
 		t.Error("a review envelope with a bad verdict judged valid")
 	}
-	if r := o.envelopes.Judge(`{"phase":"analysis","data":{"summary":"s","recommended_splits":1}}`); !r.Valid {
+	if r := o.Envelopes.Judge(`{"phase":"analysis","data":{"summary":"s","recommended_splits":1}}`); !r.Valid {
 		t.Errorf("the seed's phases are gone: %+v", r)
 	}
 }
@@ -371,22 +372,22 @@ guard:
 	if err != nil {
 		t.Fatal(err)
 	}
-	if o.proxy.GuardMode != protocol.ModeObserve {
-		t.Errorf("guard mode %q, want observe", o.proxy.GuardMode)
+	if o.Proxy.GuardMode != protocol.ModeObserve {
+		t.Errorf("guard mode %q, want observe", o.Proxy.GuardMode)
 	}
 	want := []proxy.ModeRule{{Pattern: "deepseek-reasoner", Mode: protocol.ModeEnforce}, {Pattern: "gpt-*", Mode: protocol.ModeObserve}}
-	if diff := cmp.Diff(want, o.proxy.GuardModes); diff != "" {
+	if diff := cmp.Diff(want, o.Proxy.GuardModes); diff != "" {
 		t.Errorf("mode rules (-want +got):\n%s", diff)
 	}
-	if diff := cmp.Diff(map[string]protocol.Mode{"payments": protocol.ModeEnforce, "search": protocol.ModeObserve}, o.proxy.GuardProjectModes); diff != "" {
+	if diff := cmp.Diff(map[string]protocol.Mode{"payments": protocol.ModeEnforce, "search": protocol.ModeObserve}, o.Proxy.GuardProjectModes); diff != "" {
 		t.Errorf("project modes (-want +got):\n%s", diff)
 	}
 	d, err := parseOptions(serveCommand, nil, env(nil), &strings.Builder{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if d.proxy.GuardMode != protocol.ModeEnforce || d.proxy.GuardModes != nil || d.proxy.GuardProjectModes != nil {
-		t.Errorf("defaults: mode %q, rules %v, projects %v; want enforce and no rules", d.proxy.GuardMode, d.proxy.GuardModes, d.proxy.GuardProjectModes)
+	if d.Proxy.GuardMode != protocol.ModeEnforce || d.Proxy.GuardModes != nil || d.Proxy.GuardProjectModes != nil {
+		t.Errorf("defaults: mode %q, rules %v, projects %v; want enforce and no rules", d.Proxy.GuardMode, d.Proxy.GuardModes, d.Proxy.GuardProjectModes)
 	}
 }
 
@@ -407,9 +408,9 @@ func TestHelp(t *testing.T) {
 			t.Errorf("help shows secret %q", s)
 		}
 	}
-	for _, s := range settings {
-		if !strings.Contains(help, "environment "+s.env+", file key "+s.key()) {
-			t.Errorf("help does not name %s and %s", s.env, s.key())
+	for _, s := range settings.All() {
+		if !strings.Contains(help, "environment "+s.Env()+", file key "+s.Key()) {
+			t.Errorf("help does not name %s and %s", s.Env(), s.Key())
 		}
 	}
 	for _, want := range []string{
@@ -527,9 +528,68 @@ func TestListenAddr(t *testing.T) {
 			if err != nil {
 				t.Fatalf("parseOptions: %v", err)
 			}
-			if o.listenAddr != tt.want {
-				t.Errorf("listen address = %q, want %q", o.listenAddr, tt.want)
+			if o.ListenAddr != tt.want {
+				t.Errorf("listen address = %q, want %q", o.ListenAddr, tt.want)
 			}
 		})
+	}
+}
+
+// TestProxyFieldErrorsAsWritten checks a problem only the proxy finds in
+// its configuration is reported under the setting as the user wrote it:
+// the variable, the flag, or the file key and its line.
+func TestProxyFieldErrorsAsWritten(t *testing.T) {
+	tests := []struct {
+		name, file string
+		env        map[string]string
+		args       []string
+		want       string
+	}{
+		{name: "trusted proxy from the environment", env: map[string]string{"TRUSTED_PROXIES": "10.0.0.0/33"}, want: `TRUSTED_PROXIES=10.0.0.0/33: "10.0.0.0/33" is neither`},
+		{name: "trusted proxy from the file", file: "trusted_proxies: [10.0.0.1, 10.0.0.0/33]\n", want: `:1: trusted_proxies: 10.0.0.1,10.0.0.0/33: "10.0.0.0/33" is neither`},
+		{name: "in-flight bound from the environment", env: map[string]string{"MAX_INFLIGHT_BYTES": "100"}, want: "MAX_INFLIGHT_BYTES=100: must be at least 8 times the largest body"},
+		{name: "in-flight bound from the file", file: "max_inflight_bytes: 100\n", want: ":1: max_inflight_bytes: 100: must be at least 8 times the largest body"},
+		{name: "in-flight bound from a flag", args: []string{"--max-inflight-bytes=100"}, want: "--max-inflight-bytes=100: must be at least 8 times"},
+		{name: "pass-through rule from the file", file: "\npassthrough_endpoints: FETCH /models\n", want: `:2: passthrough_endpoints: "FETCH /models": `},
+		{name: "forwarded header from the environment", env: map[string]string{"FORWARD_HEADERS": "Cookie"}, want: `FORWARD_HEADERS=Cookie: "Cookie" would forward Cookie`},
+		{name: "client key bound to a kept name, from the file", file: "phasegate_api_keys: k1,k2:key-1\ndeepseek_api_key: sk-x\n", want: ":1: phasegate_api_keys: [redacted]: client key 2 is bound"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			args := tt.args
+			if tt.file != "" {
+				args = append([]string{"--config", writeFile(t, tt.file)}, args...)
+			}
+			_, err := parseOptions(serveCommand, args, env(tt.env), &strings.Builder{})
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("error %v, want it to say %q", err, tt.want)
+			}
+			for _, goTerm := range []string{"invalid configuration", "TrustedProxies", "MaxInflightBytes", "PassThrough", "ForwardHeaders", "ClientKeys"} {
+				if strings.Contains(err.Error(), goTerm) {
+					t.Errorf("error %q names the proxy's field (%q), not the setting", err, goTerm)
+				}
+			}
+		})
+	}
+}
+
+// TestFileWrongTypes checks a file key given a value of the wrong kind is
+// reported at its line, in the file's terms.
+func TestFileWrongTypes(t *testing.T) {
+	for _, tt := range []struct{ file, want string }{
+		{file: "models:\n  m:\n    context_window: [1]\n", want: ":3: models: m: context_window must be a single value"},
+		{file: "models:\n  m:\n    context_window: 1.5\n", want: ":3: models: m: context_window: 1.5: must be a whole number of 0 or more"},
+		{file: "routes:\n  - model: {a: b}\n    provider: openai\n", want: ":2: routes[0]: model must be a single value"},
+		{file: "guard: [models]\n", want: ":1: guard must be a mapping with keys models, modes, projects"},
+		{file: "guard:\n  models:\n    gpt-*: 3\n", want: ":3: guard: models: gpt-*: must be strict or agent"},
+		{file: "envelopes:\n  phases:\n    review: [a]\n", want: ":3: envelopes: phases: review: must be a JSON Schema (a mapping)"},
+		{file: "plan_tools: [read, {x: 1}]\n", want: ":1: plan_tools: each item of the list must be one name"},
+		{file: "log_level: {warn: true}\n", want: ":1: log_level must be a single value, not a list or a mapping"},
+	} {
+		path := writeFile(t, tt.file)
+		_, err := parseOptions(serveCommand, []string{"--config", path}, env(nil), &strings.Builder{})
+		if err == nil || !strings.Contains(err.Error(), path+tt.want) {
+			t.Errorf("%q: error %v, want %q", tt.file, err, path+tt.want)
+		}
 	}
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/phasegate/phasegate/protocol"
 	"github.com/phasegate/phasegate/proxy"
+	"github.com/phasegate/phasegate/settings"
 	"github.com/phasegate/phasegate/sim"
 )
 
@@ -48,35 +49,55 @@ REPEATABLE_TOOLS defaults to run_tests; it prints the settings it uses first.
 // demoSettings says which guard settings the demo runs with and where
 // each came from.
 func demoSettings(o options) string {
-	from := func(env, demoNote string) string {
-		src := o.sources[env]
+	from := func(s *settings.Setting, demoNote string) string {
+		src := o.Source(s)
 		switch {
 		case demoNote != "":
 			return demoNote
-		case src.src.from == fromDefault:
+		case src.From == settings.FromDefault:
 			return "default"
-		case src.src.from == fromFlag:
-			return "from --" + settingNamed(env).flag()
-		case src.src.from == fromEnv:
+		case src.From == settings.FromFlag:
+			return "from --" + s.Flag()
+		case src.From == settings.FromEnv:
 			return "from the environment"
 		}
-		return "from " + src.src.file
+		return "from " + src.File
 	}
 	cycles := ""
-	if raw := o.sources["MAX_PHASE_CYCLES"].raw; raw != strconv.Itoa(o.budgets.maxPhaseCycles) {
+	if raw := o.Source(settings.MaxPhaseCycles).Raw; raw != strconv.Itoa(o.MaxPhaseCycles) {
 		cycles = "raised by the demo from " + raw + ", for the five test runs of scenario 3"
 	}
 	repeatable := ""
-	if o.sources["REPEATABLE_TOOLS"].raw == "" {
+	if o.Source(settings.RepeatableTools).Raw == "" {
 		repeatable = "set by the demo, for scenario 3"
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "Settings of the guard in this demo (phasegate demo --help says how to change them):\n")
-	fmt.Fprintf(&b, "  MAX_PHASE_CYCLES=%d (%s)\n", o.budgets.maxPhaseCycles, from("MAX_PHASE_CYCLES", cycles))
-	fmt.Fprintf(&b, "  MAX_DUPLICATE_ATTEMPTS=%d (%s)\n", o.budgets.maxDuplicateAttempts, from("MAX_DUPLICATE_ATTEMPTS", ""))
-	fmt.Fprintf(&b, "  REPEATABLE_TOOLS=%s (%s)\n", strings.Join(o.repeatableTools, ","), from("REPEATABLE_TOOLS", repeatable))
-	fmt.Fprintf(&b, "  SHOW_NOTICES=%v (%s)\n", o.showNotices, from("SHOW_NOTICES", ""))
+	fmt.Fprintf(&b, "  MAX_PHASE_CYCLES=%d (%s)\n", o.MaxPhaseCycles, from(settings.MaxPhaseCycles, cycles))
+	fmt.Fprintf(&b, "  MAX_DUPLICATE_ATTEMPTS=%d (%s)\n", o.MaxDuplicateAttempts, from(settings.MaxDuplicateAttempts, ""))
+	fmt.Fprintf(&b, "  REPEATABLE_TOOLS=%s (%s)\n", strings.Join(o.RepeatableTools, ","), from(settings.RepeatableTools, repeatable))
+	fmt.Fprintf(&b, "  SHOW_NOTICES=%v (%s)\n", o.ShowNotices, from(settings.ShowNotices, ""))
 	return b.String()
+}
+
+// demoOptions turns the guard on, with the budgets and profiles its
+// scenarios need.
+func demoOptions(o *options) {
+	o.TwoStage = true
+	// The test-rerun scenario needs its tool to be repeatable, and room for
+	// its five runs. Both are said before anything runs.
+	if len(o.RepeatableTools) == 0 {
+		o.RepeatableTools = []string{"run_tests"}
+	}
+	if o.MaxPhaseCycles < demoMaxPhaseCycles {
+		o.MaxPhaseCycles = demoMaxPhaseCycles
+	}
+	// The agent scenarios run under the agent profile; their strict run
+	// asks for the default's rules with the headers that tighten them.
+	o.Proxy.GuardProfiles = append([]proxy.ProfileRule{
+		{Pattern: sim.SessionModel, Profile: protocol.ProfileAgent},
+		{Pattern: sim.VerifyModel, Profile: protocol.ProfileAgent},
+	}, o.Proxy.GuardProfiles...)
 }
 
 // runDemo starts a gateway on the simulated looping model, on loopback,
@@ -100,32 +121,18 @@ func runDemo(ctx context.Context, args []string, getenv func(string) string, std
 	if err != nil {
 		return err
 	}
-	o.twoStage = true
-	// The test-rerun scenario needs its tool to be repeatable, and room for
-	// its five runs. Both are said before anything runs.
-	if len(o.repeatableTools) == 0 {
-		o.repeatableTools = []string{"run_tests"}
-	}
-	if o.budgets.maxPhaseCycles < demoMaxPhaseCycles {
-		o.budgets.maxPhaseCycles = demoMaxPhaseCycles
-	}
-	// The agent scenarios run under the agent profile; their strict run
-	// asks for the default's rules with the headers that tighten them.
-	o.proxy.GuardProfiles = append([]proxy.ProfileRule{
-		{Pattern: sim.SessionModel, Profile: protocol.ProfileAgent},
-		{Pattern: sim.VerifyModel, Profile: protocol.ProfileAgent},
-	}, o.proxy.GuardProfiles...)
+	demoOptions(&o)
 	fmt.Fprint(stdout, demoSettings(o))
-	h, closeShared, err := newHandler(ctx, o, newLogger(stderr, o.logLevel, o.redactor), nil)
+	h, closeShared, err := newHandler(ctx, o, newLogger(stderr, o.LogLevel, o.Redactor), nil)
 	if err != nil {
 		return err
 	}
 	defer closeShared()
-	ln, err := net.Listen("tcp", o.listenAddr)
+	ln, err := net.Listen("tcp", o.ListenAddr)
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: o.shutdownTimeout}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: o.ShutdownTimeout}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 	defer func() {

@@ -129,9 +129,9 @@ func TestConfigYAMLLists(t *testing.T) {
 	if err != nil {
 		t.Fatalf("parseOptions: %v", err)
 	}
-	if strings.Join(o.repeatableTools, ",") != "run_tests,git_status" || strings.Join(o.planTools, ",") != "read_file,list_dir" ||
-		len(o.proxy.Fallbacks) != 1 || o.proxy.Fallbacks[0].Model != "deepseek-v4-flash" {
-		t.Errorf("repeatable %q, plan %q, fallbacks %+v", o.repeatableTools, o.planTools, o.proxy.Fallbacks)
+	if strings.Join(o.RepeatableTools, ",") != "run_tests,git_status" || strings.Join(o.PlanTools, ",") != "read_file,list_dir" ||
+		len(o.Proxy.Fallbacks) != 1 || o.Proxy.Fallbacks[0].Model != "deepseek-v4-flash" {
+		t.Errorf("repeatable %q, plan %q, fallbacks %+v", o.RepeatableTools, o.PlanTools, o.Proxy.Fallbacks)
 	}
 	for _, tt := range []struct{ yaml, want string }{
 		{"log_level: info\nmax_phase_cycles: [1, 2]\n", ":2: max_phase_cycles must be a single value"},

@@ -9,6 +9,8 @@ import (
 	"net"
 	"net/http"
 	"time"
+
+	"github.com/phasegate/phasegate/settings"
 )
 
 const healthcheckUsage = `phasegate healthcheck: ask a running gateway whether it is ready, and exit
@@ -86,17 +88,9 @@ func readyURL(getenv func(string) string) (string, error) {
 // its address read by the gateway's own rules (listenAddr), on loopback
 // when the host is left out or unspecified.
 func gatewayURL(getenv func(string) string) (string, error) {
-	v := map[string]value{"LISTEN_ADDR": {raw: settingNamed("LISTEN_ADDR").def}}
-	if raw := getenv("LISTEN_ADDR"); raw != "" {
-		v["LISTEN_ADDR"] = value{raw: raw, src: source{from: fromEnv}}
-	} else if port := getenv("PORT"); port != "" {
-		v["LISTEN_ADDR"] = value{raw: port, src: source{from: fromEnv}}
-		v["PORT"] = v["LISTEN_ADDR"]
-	}
-	r := &resolver{v: v}
-	addr := listenAddr(v, r.bad)
-	if len(r.errs) > 0 {
-		return "", r.errs[0]
+	addr, err := settings.ListenAddress(getenv)
+	if err != nil {
+		return "", err
 	}
 	host, port, err := net.SplitHostPort(addr)
 	if err != nil {

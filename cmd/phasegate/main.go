@@ -12,7 +12,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"net/url"
 	"os"
 	"os/signal"
 	"sort"
@@ -107,13 +106,13 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if err != nil {
 		return err
 	}
-	log := newLogger(stderr, o.logLevel, o.redactor)
+	log := newLogger(stderr, o.LogLevel, o.Redactor)
 	if ownsDefaultLog {
 		// What net/http, httputil and go-redis log (an upstream's stray
 		// bytes, quoted) goes through the same redaction, as JSON lines.
 		slog.SetDefault(log)
 	}
-	tp, stopTracing, err := startTracing(ctx, getenv, stderr, log, o.redactor)
+	tp, stopTracing, err := startTracing(ctx, getenv, stderr, log, o.Redactor)
 	if err != nil {
 		return err
 	}
@@ -123,17 +122,22 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return err
 	}
 	defer closeShared()
-	if o.adminAddr != "" {
-		stopAdmin, err := serveAdmin(o.adminAddr, h, log)
+	if o.AdminAddr != "" {
+		stopAdmin, err := serveAdmin(o.AdminAddr, h, log)
 		if err != nil {
 			return err
 		}
 		defer stopAdmin()
 	}
-	ln, err := net.Listen("tcp", o.listenAddr)
+	ln, err := net.Listen("tcp", o.ListenAddr)
 	if err != nil {
 		return listenError(o, err)
 	}
+	return serve(ctx, o, h, ln, log)
+}
+
+// serve serves h on ln until ctx ends, then drains and shuts down.
+func serve(ctx context.Context, o options, h *proxy.Handler, ln net.Listener, log *slog.Logger) error {
 	// Requests run under a context the shutdown can end with a cause, so a
 	// stream still running when the grace is spent ends with an in-band
 	// error and [DONE] rather than a cut connection.
@@ -160,14 +164,14 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	case <-ctx.Done():
 	}
 	h.Drain()
-	log.Info("draining: /readyz answers 503 until the listener closes", "delay", o.drainDelay.String())
+	log.Info("draining: /readyz answers 503 until the listener closes", "delay", o.DrainDelay.String())
 	select {
-	case <-time.After(o.drainDelay):
+	case <-time.After(o.DrainDelay):
 	case err := <-served:
 		return fmt.Errorf("serve: %w", err)
 	}
-	log.Info("shutting down", "grace", o.shutdownTimeout.String())
-	shutdown(srv, o.shutdownTimeout, endRequests, log)
+	log.Info("shutting down", "grace", o.ShutdownTimeout.String())
+	shutdown(srv, o.ShutdownTimeout, endRequests, log)
 	<-served
 	return nil
 }
@@ -246,35 +250,70 @@ const (
 // newHandler builds the gateway of o; tp, when not nil, traces it. The
 // returned func releases the shared store, once the server is done.
 func newHandler(ctx context.Context, o options, log *slog.Logger, tp *sdktrace.TracerProvider) (*proxy.Handler, func(), error) {
-	tr := http.RoundTripper(proxy.NewTransport(o.proxy.Timeouts))
-	if o.simulated {
+	tr := http.RoundTripper(proxy.NewTransport(o.Proxy.Timeouts))
+	if o.Simulated {
 		tr = &sim.Transport{Handler: sim.Handler(), Next: tr}
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	names := make([]string, 0, len(o.proxy.Providers))
-	for _, p := range o.proxy.Providers {
+	names := make([]string, 0, len(o.Proxy.Providers))
+	for _, p := range o.Proxy.Providers {
 		names = append(names, p.Name)
 	}
-	models := make([]string, 0, len(o.tokens.Models))
-	for name := range o.tokens.Models {
+	models := make([]string, 0, len(o.Tokens.Models))
+	for name := range o.Tokens.Models {
 		models = append(models, name)
 	}
 	sort.Strings(models)
 	m := metrics.New(reg, names, models...)
-	counter, err := tokens.New(o.tokens)
+	counter, err := tokens.New(o.Tokens)
 	if err != nil {
 		return nil, nil, fmt.Errorf("token counter: %w", err)
 	}
 	metrics.RegisterTokenRatios(reg, models, counter.Ratio)
-	opts := proxy.Options{Logger: log, Transport: tr, DefaultProtocol: o.defaultProtocol,
-		PlanMode: len(o.planTools) > 0, Metrics: m, Gatherer: reg, Tokens: counter, Redactor: o.redactor}
+	opts := proxy.Options{Logger: log, Transport: tr, DefaultProtocol: o.DefaultProtocol,
+		PlanMode: len(o.PlanTools) > 0, Metrics: m, Gatherer: reg, Tokens: counter, Redactor: o.Redactor}
+	tracer := setTracers(o, log, tp, &opts)
+	if o.ThinkingRepair {
+		opts.Thinking = proxy.LocalReasoning(deepseek.NewReasoningMemory(o.ThinkingBytes, o.ThinkingTTL))
+	}
+	closeRedis, err := openShared(ctx, o, log, &opts)
+	if err != nil {
+		return nil, nil, err
+	}
+	if o.TwoStage {
+		opts.TwoStage = protocol.NewTwoStage(protocol.TwoStageConfig{
+			MaxPhaseCycles:       o.MaxPhaseCycles,
+			MaxDuplicateAttempts: o.MaxDuplicateAttempts,
+			HideNotices:          !o.ShowNotices,
+			RulesNotice:          o.RulesNotice,
+			PlanTools:            o.PlanTools,
+			RepeatableTools:      o.RepeatableTools,
+			Profile:              o.Profile,
+			AgentMaxPhaseCycles:  o.AgentMaxPhaseCycles,
+			Envelopes:            o.Envelopes,
+			MaxEnvelopeRetries:   o.EnvelopeRetries,
+			Metrics:              m,
+		}, tracer)
+	}
+	h, err := proxy.New(o.Proxy, opts)
+	if err != nil {
+		closeRedis()
+		return nil, nil, err
+	}
+	return h, func() { h.Close(); closeRedis() }, nil
+}
+
+// setTracers sets where the trace events of a request go: the log, the
+// spans of tp when set, and the recent requests of the admin routes when
+// they are open. It returns the tracer the guard reports to.
+func setTracers(o options, log *slog.Logger, tp *sdktrace.TracerProvider, opts *proxy.Options) protocol.Tracer {
 	tracers := metrics.Tracers{metrics.NewTraceLog(log)}
 	if tp != nil {
 		opts.TracerProvider = tp
 		tracers = append(tracers, tracing.SpanEvents{})
 	}
-	if o.proxy.AdminAPIKey != "" {
+	if o.Proxy.AdminAPIKey != "" {
 		opts.Recent = metrics.NewRecent(recentRequests, recentEvents)
 		tracers = append(tracers, opts.Recent)
 	}
@@ -283,44 +322,17 @@ func newHandler(ctx context.Context, o options, log *slog.Logger, tp *sdktrace.T
 		tracer = tracers[0]
 	}
 	opts.Tracer = tracer
-	if o.thinkingRepair {
-		opts.Thinking = proxy.LocalReasoning(deepseek.NewReasoningMemory(o.thinkingBytes, o.thinkingTTL))
-	}
-	closeRedis, err := openShared(ctx, o, log, &opts)
-	if err != nil {
-		return nil, nil, err
-	}
-	if o.twoStage {
-		opts.TwoStage = protocol.NewTwoStage(protocol.TwoStageConfig{
-			MaxPhaseCycles:       o.budgets.maxPhaseCycles,
-			MaxDuplicateAttempts: o.budgets.maxDuplicateAttempts,
-			HideNotices:          !o.showNotices,
-			RulesNotice:          o.rulesNotice,
-			PlanTools:            o.planTools,
-			RepeatableTools:      o.repeatableTools,
-			Profile:              o.profile,
-			AgentMaxPhaseCycles:  o.budgets.agentMaxPhaseCycles,
-			Envelopes:            o.envelopes,
-			MaxEnvelopeRetries:   o.envelopeRetries,
-			Metrics:              m,
-		}, tracer)
-	}
-	h, err := proxy.New(o.proxy, opts)
-	if err != nil {
-		closeRedis()
-		return nil, nil, err
-	}
-	return h, func() { h.Close(); closeRedis() }, nil
+	return tracer
 }
 
 // openShared puts the state replicas share on the Redis of REDIS_URL, when
 // set. A Redis that does not answer at start is logged, not fatal: each
 // feature degrades as documented until it does.
 func openShared(ctx context.Context, o options, log *slog.Logger, opts *proxy.Options) (func(), error) {
-	if o.redisURL == "" {
+	if o.RedisURL == "" {
 		return func() {}, nil
 	}
-	r, err := store.OpenRedisWith(o.redisURL.Reveal(), store.RedisOptions{Timeout: o.redisTimeout, BreakerCooldown: o.redisCooldown, Observer: opts.Metrics})
+	r, err := store.OpenRedisWith(o.RedisURL.Reveal(), store.RedisOptions{Timeout: o.RedisTimeout, BreakerCooldown: o.RedisCooldown, Observer: opts.Metrics})
 	if err != nil {
 		return nil, err
 	}
@@ -332,10 +344,10 @@ func openShared(ctx context.Context, o options, log *slog.Logger, opts *proxy.Op
 		log.Info("shared state on Redis")
 	}
 	if opts.Thinking != nil {
-		opts.Thinking = store.NewReasoning(r, o.thinkingBytes, o.thinkingTTL)
+		opts.Thinking = store.NewReasoning(r, o.ThinkingBytes, o.ThinkingTTL)
 	}
 	opts.Limiter = store.NewRedisLimiter(r)
-	opts.Streams = store.NewRedisStreams(r, o.proxy.WithDefaults().Resume.TTL)
+	opts.Streams = store.NewRedisStreams(r, o.Proxy.WithDefaults().Resume.TTL)
 	return func() { _ = r.Close() }, nil
 }
 
@@ -346,31 +358,4 @@ func newLogger(w io.Writer, level string, red *redact.Redactor) *slog.Logger {
 	var l slog.Level
 	_ = l.UnmarshalText([]byte(level)) // validated by parseOptions
 	return slog.New(redact.Handler(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: l}), red))
-}
-
-// secretValues are the values of every secret the gateway is configured
-// with: the providers' keys, the client keys, the admin key, and the
-// password of REDIS_URL (decoded, and as the URL spells it) with the URL
-// itself.
-func secretValues(pc proxy.Config, redisURL proxy.Secret) []string {
-	var s []string
-	for _, p := range pc.Providers {
-		s = append(s, p.APIKey.Reveal())
-	}
-	for _, k := range pc.ClientKeys {
-		s = append(s, k.Key.Reveal())
-	}
-	s = append(s, pc.AdminAPIKey.Reveal())
-	if raw := redisURL.Reveal(); raw != "" {
-		s = append(s, raw)
-		if u, err := url.Parse(raw); err == nil && u.User != nil {
-			if pw, ok := u.User.Password(); ok {
-				s = append(s, pw)
-				if _, enc, ok := strings.Cut(u.User.String(), ":"); ok {
-					s = append(s, enc)
-				}
-			}
-		}
-	}
-	return s
 }

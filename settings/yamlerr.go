@@ -1,4 +1,4 @@
-package main
+package settings
 
 import (
 	"errors"
@@ -7,7 +7,6 @@ import (
 
 	goyaml "github.com/goccy/go-yaml"
 	"github.com/goccy/go-yaml/parser"
-	"gopkg.in/yaml.v3"
 )
 
 // yamlSyntaxError reports a config file that is not valid YAML at the line
@@ -44,36 +43,4 @@ func lineOf(b []byte, n int) string {
 		return ""
 	}
 	return lines[n-1]
-}
-
-// fileList reads a list setting written as a YAML list (repeatable_tools:
-// [run_tests, git_status], or one "- item" a line) as the comma-separated
-// value the environment gives it. A setting that is not a list, and an
-// item that is not a single value or holds a comma, are reported with how
-// to write them.
-func fileList(key string, n *yaml.Node, bad func(int, string, ...any)) (string, bool) {
-	s, ok := settingKeyed(key)
-	if !ok || s.kind != kindList {
-		bad(n.Line, "%s must be a single value, not a list or a mapping", key)
-		return "", false
-	}
-	items := make([]string, 0, len(n.Content))
-	for _, item := range n.Content {
-		if item.Kind != yaml.ScalarNode || item.Tag == "!!null" || strings.Contains(item.Value, ",") {
-			bad(item.Line, "%s: each item of the list must be one name, such as %s: [a, b] (or the comma-separated a,b)", key, key)
-			return "", false
-		}
-		items = append(items, item.Value)
-	}
-	return strings.Join(items, ","), true
-}
-
-// settingKeyed returns the setting of a config-file key.
-func settingKeyed(key string) (setting, bool) {
-	for _, s := range settings {
-		if s.key() == key {
-			return s, true
-		}
-	}
-	return setting{}, false
 }
