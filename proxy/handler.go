@@ -675,7 +675,7 @@ func (c *chatRequest) fail(err error) metrics.Outcome {
 func (c *chatRequest) pump(ctx context.Context, strategy protocol.Strategy, out sink) (int, error) {
 	w, rec := c.w, c.reasoning
 	var ident *identity // the standard protocol forwards one answer as it came
-	if strategy != c.h.standard {
+	if strategy.Name() != c.h.standard.Name() {
 		ident = newIdentity(c.x.Request.Model)
 	}
 	for ev, err := range strategy.Run(ctx, c.x) {
