@@ -187,7 +187,9 @@ func (a *Assembler) delta(d *Delta) {
 
 // Completion returns the assembled chat.completion.
 func (a *Assembler) Completion() ([]byte, error) {
-	msg := map[string]any{"role": "assistant", "content": nil}
+	// refusal is required by the chat.completion message's schema, null
+	// when there is none; the gateway never assembles one.
+	msg := map[string]any{"role": "assistant", "content": nil, "refusal": nil}
 	if a.role != "" {
 		msg["role"] = a.role
 	}

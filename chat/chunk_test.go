@@ -168,7 +168,7 @@ func TestAssembler(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = json.Unmarshal([]byte(`{"id":"c1","object":"chat.completion","created":5,"model":"m","system_fingerprint":"fp",
-		"choices":[{"index":0,"message":{"role":"assistant","content":"Hello","reasoning_content":"think",
+		"choices":[{"index":0,"message":{"role":"assistant","content":"Hello","reasoning_content":"think","refusal":null,
 		"tool_calls":[{"id":"call_1","type":"function","function":{"name":"f","arguments":"{\"a\":1}"}}]},"logprobs":null,"finish_reason":"tool_calls"}],
 		"usage":{"prompt_tokens":3,"completion_tokens":2,"total_tokens":5},"phasegate":{"phase":"tool_phase"}}`), &want)
 	if diff := cmp.Diff(want, got); diff != "" {

@@ -712,6 +712,10 @@ func (c *chatRequest) fail(err error) metrics.Outcome {
 // if any.
 func (c *chatRequest) pump(ctx context.Context, strategy protocol.Strategy, out sink) (int, error) {
 	rec := c.reasoning
+	var ident *identity // the standard protocol forwards one answer as it came
+	if strategy.Name() != c.h.standard.Name() {
+		ident = newIdentity(c.x.Request.Model)
+	}
 	for ev, err := range strategy.Run(ctx, c.x) {
 		if err != nil {
 			return 0, err
@@ -723,7 +727,7 @@ func (c *chatRequest) pump(ctx context.Context, strategy protocol.Strategy, out 
 		case protocol.KindChunk:
 			rec.chunk(ev.Data)
 			c.trace.written(ev.Data)
-			werr = out.chunk(ev.Data, ev.Ext)
+			werr = out.chunk(ident.rewrite(ev.Data), ev.Ext)
 			if !c.firstToken && werr == nil && out.committed() && chat.HasToken(ev.Data) {
 				c.tokenWritten()
 			}

@@ -113,6 +113,9 @@ func Completion(model string, msg map[string]any, finish string, usage map[strin
 	if _, ok := msg["role"]; !ok {
 		msg["role"] = "assistant"
 	}
+	if _, ok := msg["refusal"]; !ok {
+		msg["refusal"] = nil // required by the message's schema; the simulated model never refuses
+	}
 	c := map[string]any{"id": newID(), "object": "chat.completion", "created": time.Now().Unix(), "model": model,
 		"system_fingerprint": fingerprint,
 		"choices":            []any{map[string]any{"index": 0, "message": msg, "logprobs": nil, "finish_reason": finish}}}

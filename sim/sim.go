@@ -38,13 +38,15 @@ const (
 var Models = []string{Model, LoopingModel, LeakyModel, TestsModel, OrchestratorModel, SessionModel, VerifyModel}
 
 // Answer is the simulated models' reply to a request with method, path and
-// body. It needs no key and no network: it answers /models and
-// /chat/completions from the request alone, streaming or not, with usage
+// body. It needs no key and no network: it answers /models, GET
+// /models/{id} and /chat/completions from the request alone, streaming or not, with usage
 // when asked; any other path is a 404.
 func Answer(method, path string, body []byte) Reply {
 	switch {
 	case strings.HasSuffix(path, "/models"):
 		return modelList()
+	case strings.Contains(path, "/models/") && method == http.MethodGet:
+		return model(path[strings.LastIndex(path, "/models/")+len("/models/"):])
 	case strings.HasSuffix(path, "/chat/completions") && method == http.MethodPost:
 	default:
 		return Error(http.StatusNotFound, "the simulated model does not serve "+path, "invalid_request_error", "unknown_url")
@@ -76,10 +78,24 @@ func Handler() http.Handler {
 func modelList() Reply {
 	data := make([]any, 0, len(Models))
 	for _, m := range Models {
-		data = append(data, map[string]any{"id": m, "object": "model", "created": 1767225600, "owned_by": "phasegate (simulated)"})
+		data = append(data, modelObject(m))
 	}
 	b, _ := json.Marshal(map[string]any{"object": "list", "data": data})
 	return Reply{Body: b}
+}
+
+// model answers GET /models/{id}: the model object of a simulated model,
+// else 404 model_not_found, as OpenAI answers an unknown model.
+func model(id string) Reply {
+	if !isModel(id) {
+		return Error(http.StatusNotFound, "the model `"+id+"` does not exist", "invalid_request_error", "model_not_found")
+	}
+	b, _ := json.Marshal(modelObject(id))
+	return Reply{Body: b}
+}
+
+func modelObject(id string) map[string]any {
+	return map[string]any{"id": id, "object": "model", "created": 1767225600, "owned_by": "phasegate (simulated)"}
 }
 
 // turn is what the simulated model decides to say.

@@ -1,0 +1,187 @@
+package proxy_test
+
+import (
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"testing"
+
+	openai "github.com/sashabaranov/go-openai"
+
+	"github.com/phasegate/phasegate/chat"
+	"github.com/phasegate/phasegate/protocol"
+	"github.com/phasegate/phasegate/proxy"
+	"github.com/phasegate/phasegate/sim"
+)
+
+// simGateway serves the guard in front of the simulated models, in
+// process, with envelope rules.
+func simGateway(t *testing.T, rules ...proxy.EnvelopeRule) *httptest.Server {
+	t.Helper()
+	cfg := proxy.Config{Providers: []proxy.Provider{{Name: "openai", BaseURL: sim.BaseURL, Simulated: true}}, Envelopes: rules}
+	return serveGateway(t, cfg, proxy.Options{Transport: &sim.Transport{}, DefaultProtocol: proxy.ProtocolTwoStage,
+		TwoStage: protocol.NewTwoStage(protocol.TwoStageConfig{MaxEnvelopeRetries: protocol.DefaultMaxEnvelopeRetries}, nil)})
+}
+
+// identityBody is a request for model with the read_file and list_dir
+// tools; ran adds a turn in which read_file a.go ran once.
+func identityBody(model, prompt string, stream, ran bool) string {
+	msgs := []any{map[string]any{"role": "user", "content": prompt}}
+	if ran {
+		msgs = append(msgs,
+			map[string]any{"role": "assistant", "content": nil, "reasoning_content": "Read a.go.", "tool_calls": []any{map[string]any{
+				"id": "call_1", "type": "function", "function": map[string]any{"name": "read_file", "arguments": `{"path":"a.go"}`}}}},
+			map[string]any{"role": "tool", "tool_call_id": "call_1", "content": "package a"})
+	}
+	b, _ := json.Marshal(map[string]any{"model": model, "messages": msgs, "stream": stream, "tools": tsTools()})
+	return string(b)
+}
+
+type identityScenario struct {
+	name   string
+	gw     func(t *testing.T) *httptest.Server
+	body   func(stream bool) string
+	header http.Header
+}
+
+func identityScenarios() []identityScenario {
+	looper := func(t *testing.T) *httptest.Server {
+		_, gw := tsGateway(t, tsDeepSeek(t, tsLooper), protocol.NewTwoStage(protocol.TwoStageConfig{}, nil), false)
+		return gw
+	}
+	orchestrator := func(t *testing.T) *httptest.Server {
+		return simGateway(t, proxy.EnvelopeRule{Pattern: "phasegate-sim-orch*", Mode: protocol.EnvelopeRequired})
+	}
+	return []identityScenario{
+		{name: "refusal re-ask and forced final answer", gw: looper, header: http.Header{"X-Phasegate-Max-Duplicate-Attempts": {"1"}},
+			body: func(stream bool) string { return identityBody(tsModel, "Read a.go.", stream, true) }},
+		{name: "spent cycle budget", gw: looper, header: http.Header{"X-Phasegate-Max-Phase-Cycles": {"1"}},
+			body: func(stream bool) string { return identityBody(tsModel, "Read a.go.", stream, true) }},
+		{name: "envelope re-ask", gw: orchestrator,
+			body: func(stream bool) string {
+				return identityBody(sim.OrchestratorModel, "Analyse the code (broken).", stream, false)
+			}},
+		{name: "leaked call recovery", gw: func(t *testing.T) *httptest.Server { return simGateway(t) },
+			body: func(stream bool) string { return identityBody(sim.LeakyModel, "Read a.go.", stream, false) }},
+	}
+}
+
+// Every chunk and body of the guard's scenarios, whose responses hold
+// two or more upstream answers or chunks the guard wrote first, is valid
+// against OpenAI's schemas and carries one id, one real created time and
+// one model.
+func TestGuardScenariosOneIdentity(t *testing.T) {
+	v := newOpenAPIValidator(t)
+	for _, sc := range identityScenarios() {
+		t.Run(sc.name, func(t *testing.T) {
+			gw := sc.gw(t)
+			resp, body := tsPost(t, gw, "/v1/chat/completions", sc.body(true), sc.header)
+			if resp.StatusCode != http.StatusOK {
+				t.Fatalf("stream: %d %s", resp.StatusCode, body)
+			}
+			var first chat.Chunk
+			data := tsData(t, body)
+			for k, d := range data {
+				if d == chat.Done {
+					continue
+				}
+				v.check(t, "CreateChatCompletionStreamResponse", []byte(d))
+				c, err := chat.DecodeChunk([]byte(d))
+				if err != nil {
+					t.Fatalf("chunk %d: %v", k, err)
+				}
+				if k == 0 {
+					first = c
+				}
+				if c.ID != first.ID || c.Created != first.Created || c.Model != first.Model || c.Created == 0 {
+					t.Errorf("chunk %d is %q %d %q; the first was %q %d %q", k, c.ID, c.Created, c.Model, first.ID, first.Created, first.Model)
+				}
+			}
+			if len(data) < 3 {
+				t.Fatalf("stream of %d events", len(data))
+			}
+			resp, body = tsPost(t, gw, "/v1/chat/completions", sc.body(false), sc.header)
+			if resp.StatusCode != http.StatusOK {
+				t.Fatalf("body: %d %s", resp.StatusCode, body)
+			}
+			v.check(t, "CreateChatCompletionResponse", body)
+			var whole struct {
+				Created int64 `json:"created"`
+			}
+			if err := json.Unmarshal(body, &whole); err != nil || whole.Created == 0 {
+				t.Errorf("body created %d (%v): %s", whole.Created, err, body)
+			}
+		})
+	}
+}
+
+// The go-openai client reads one id on every chunk of a guarded stream.
+func TestGuardScenariosOneIDThroughOpenAIClient(t *testing.T) {
+	for _, sc := range identityScenarios() {
+		t.Run(sc.name, func(t *testing.T) {
+			gw := sc.gw(t)
+			client, _ := tsClient(gw, "/v1", sc.header)
+			var req openai.ChatCompletionRequest
+			if err := json.Unmarshal([]byte(sc.body(true)), &req); err != nil {
+				t.Fatal(err)
+			}
+			s, err := client.CreateChatCompletionStream(tsContext(t), req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			ids := map[string]int{}
+			for {
+				c, err := s.Recv()
+				if errors.Is(err, io.EOF) {
+					break
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				ids[c.ID]++
+				if c.Created == 0 {
+					t.Errorf("chunk with created 0: %+v", c)
+				}
+			}
+			if len(ids) != 1 {
+				t.Errorf("ids seen: %v; want one", ids)
+			}
+		})
+	}
+}
+
+// models.retrieve answers the simulated models, by go-openai's GetModel
+// and a raw GET, with the model object of the specification, and an
+// unknown model with OpenAI's 404.
+func TestRetrieveSimulatedModel(t *testing.T) {
+	v := newOpenAPIValidator(t)
+	gw := simGateway(t)
+	client, _ := tsClient(gw, "/v1", nil)
+	m, err := client.GetModel(tsContext(t), sim.LoopingModel)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.ID != sim.LoopingModel || m.Object != "model" {
+		t.Errorf("GetModel = %+v", m)
+	}
+	for _, tc := range []struct {
+		model  string
+		status int
+		schema string
+	}{{sim.Model, http.StatusOK, "Model"}, {"no-such-model", http.StatusNotFound, "ErrorResponse"}} {
+		resp, err := gw.Client().Get(gw.URL + "/v1/models/" + tc.model)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != tc.status {
+			t.Errorf("GET /v1/models/%s: %d %s; want %s", tc.model, resp.StatusCode, body, strconv.Itoa(tc.status))
+		}
+		v.check(t, tc.schema, body)
+	}
+}
