@@ -96,6 +96,7 @@ func (g *TwoStage) Observe(ctx context.Context, x *Exchange) []Observed {
 			o.Verdict, o.Reason = VerdictOverCycleBudget, fmt.Sprintf("the turn had spent its %d tool executions (MAX_PHASE_CYCLES)", maxCycles)
 		} else {
 			j := policy.Judge(tc)
+			logSchemaErr(ctx, x.RequestID, j)
 			o.Verdict, o.Reason = string(j.Verdict), j.Reason
 		}
 		g.cfg.Metrics.ObservedToolCall(o.Verdict)

@@ -773,6 +773,7 @@ func (r *guardRun) decide(ctx context.Context, a *upstreamAnswer, tc chat.ToolCa
 		j = *pre // decided already: a leaked call that could not be read
 	} else {
 		j = r.policy.Judge(tc)
+		logSchemaErr(ctx, r.x.RequestID, j)
 	}
 	r.trace(ctx, metrics.Trace{Kind: metrics.TraceToolCall, Tool: tc.Function.Name, ToolCallID: tc.ID, Verdict: string(j.Verdict)})
 	r.g.cfg.Metrics.ToolCallJudged(string(j.Verdict))
