@@ -31,7 +31,6 @@ import (
 	"github.com/phasegate/phasegate/proxy"
 	"github.com/phasegate/phasegate/sim"
 	"github.com/phasegate/phasegate/store"
-	"github.com/phasegate/phasegate/tokens"
 	"github.com/phasegate/phasegate/tracing"
 )
 
@@ -51,6 +50,7 @@ func main() {
 	// is back, so a second Ctrl-C ends the process during the drain.
 	context.AfterFunc(ctx, stop)
 	ownsDefaultLog = true
+	logRedisRetriesAtDebug()
 	if err := dispatch(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr); err != nil {
 		// One line per problem, each naming the setting as it was written.
 		for _, line := range strings.Split(err.Error(), "\n") {
@@ -261,7 +261,7 @@ func newHandler(ctx context.Context, o options, log *slog.Logger, tp *sdktrace.T
 	}
 	sort.Strings(models)
 	m := metrics.New(reg, names, models...)
-	counter, err := tokens.New(o.tokens)
+	counter, err := newCounter(o.tokens)
 	if err != nil {
 		return nil, nil, fmt.Errorf("token counter: %w", err)
 	}
