@@ -15,7 +15,8 @@ type Mode string
 // Modes.
 const (
 	// ModeEnforce: the guard refuses, re-asks, injects its notices and
-	// forces the final answer (DESIGN §3). The default.
+	// forces the final answer (the two-stage protocol of TwoStage). The
+	// default.
 	ModeEnforce Mode = "enforce"
 	// ModeObserve: the request is passed through unchanged; the guard
 	// judges the calls the client executed and counts and traces what it
