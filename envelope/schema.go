@@ -1,8 +1,6 @@
 package envelope
 
 import (
-	"bytes"
-	"cmp"
 	"embed"
 	"encoding/json"
 	"errors"
@@ -14,6 +12,8 @@ import (
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 	"github.com/santhosh-tekuri/jsonschema/v6/kind"
+
+	"github.com/phasegate/phasegate/internal/schema"
 )
 
 // Phase names a phase of the orchestrator protocol; its value is the
@@ -97,7 +97,7 @@ func NewSet(extra map[Phase][]byte) (*Set, error) {
 }
 
 func (s *Set) add(p Phase, src []byte) error {
-	sch, err := compileSchema(string(p), src)
+	sch, err := schema.Compile(string(p), src)
 	if err != nil {
 		return fmt.Errorf("compile the schema of phase %s: %s", p, oneLine(err.Error()))
 	}
@@ -117,20 +117,6 @@ func oneLine(msg string) string {
 		lines[i] = strings.TrimPrefix(strings.TrimSpace(l), "- ")
 	}
 	return strings.Join(lines, "; ")
-}
-
-func compileSchema(name string, src []byte) (*jsonschema.Schema, error) {
-	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(src))
-	if err != nil {
-		return nil, err
-	}
-	c := jsonschema.NewCompiler()
-	c.DefaultDraft(jsonschema.Draft2020)
-	url := "mem:///" + name + ".json" // never fetched
-	if err := c.AddResource(url, doc); err != nil {
-		return nil, err
-	}
-	return c.Compile(url)
 }
 
 // Phases lists the phases of s: the seed's, then the added ones.
@@ -153,34 +139,12 @@ func Required(p Phase) []string { return Default().Required(p) }
 
 // describeValidation words a validation error as one message per failure,
 // in the model's terms: where in the envelope ("data.tasks[0].id") and
-// what is wrong. The messages are sorted by where, then by text: the
-// library visits properties in map order, and the same envelope must get
-// the same errors.
+// what is wrong, in the order of schema.Describe.
 func describeValidation(err error) []string {
-	var verr *jsonschema.ValidationError
-	if !errors.As(err, &verr) {
-		return []string{err.Error()}
+	if msgs := schema.Describe(err, describeLeaf); len(msgs) > 0 {
+		return msgs
 	}
-	type leaf struct{ at, msg string }
-	var leaves []leaf
-	var walk func(e *jsonschema.ValidationError)
-	walk = func(e *jsonschema.ValidationError) {
-		for _, c := range e.Causes {
-			walk(c)
-		}
-		if len(e.Causes) == 0 {
-			leaves = append(leaves, leaf{location(e.InstanceLocation), describeLeaf(e)})
-		}
-	}
-	walk(verr)
-	slices.SortFunc(leaves, func(a, b leaf) int {
-		return cmp.Or(strings.Compare(a.at, b.at), strings.Compare(a.msg, b.msg))
-	})
-	out := make([]string, len(leaves))
-	for i, l := range leaves {
-		out[i] = l.msg
-	}
-	return out
+	return []string{err.Error()}
 }
 
 func describeLeaf(e *jsonschema.ValidationError) string {

@@ -11,7 +11,8 @@ import (
 	"github.com/phasegate/phasegate/internal/redact"
 )
 
-// TraceKind names a trace event (seed 003 §10), as logs spell it.
+// TraceKind names a trace event: the tool call events, and the start and
+// end of each phase of the guarded protocol, as logs spell them.
 type TraceKind string
 
 // Trace event kinds.

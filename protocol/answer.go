@@ -259,7 +259,8 @@ func emit(yield yieldFunc, st Step) error {
 
 // end closes the answer. [DONE] without a finish reason still ends it
 // cleanly: every call seen is complete, and the guard's reader settles it
-// as a finish with "stop". Neither is a truncated answer (DESIGN §2).
+// as a finish with "stop". Neither is a truncated answer: only an end
+// with neither [DONE] nor a finish reason is.
 func (r *answerReader) end(done bool, yield yieldFunc) {
 	if !r.finished && done && r.guard {
 		if r.finish(chat.FinishStop, yield) != nil {

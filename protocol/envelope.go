@@ -14,7 +14,8 @@ import (
 )
 
 // EnvelopeMode is whether the guard judges the orchestrator envelopes of
-// an answer (seed 002), and whether an answer must carry one.
+// an answer (the JSON envelopes, one per phase of its work, that package
+// envelope defines), and whether an answer must carry one.
 type EnvelopeMode string
 
 // Envelope modes.

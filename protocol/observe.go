@@ -15,7 +15,8 @@ type Mode string
 // Modes.
 const (
 	// ModeEnforce: the guard refuses, re-asks, injects its notices and
-	// forces the final answer (DESIGN §3). The default.
+	// forces the final answer (the two-stage protocol of TwoStage). The
+	// default.
 	ModeEnforce Mode = "enforce"
 	// ModeObserve: the request is passed through unchanged; the guard
 	// judges the calls the client executed and counts and traces what it
@@ -96,6 +97,7 @@ func (g *TwoStage) Observe(ctx context.Context, x *Exchange) []Observed {
 			o.Verdict, o.Reason = VerdictOverCycleBudget, fmt.Sprintf("the turn had spent its %d tool executions (MAX_PHASE_CYCLES)", maxCycles)
 		} else {
 			j := policy.Judge(tc)
+			logSchemaErr(ctx, x.RequestID, j)
 			o.Verdict, o.Reason = string(j.Verdict), j.Reason
 		}
 		g.cfg.Metrics.ObservedToolCall(o.Verdict)

@@ -19,8 +19,9 @@ import (
 	"github.com/phasegate/phasegate/tools"
 )
 
-// Phase is the phase of the triggered-phase protocol a chunk belongs to
-// (seed 003 §9), as the wire spells it.
+// Phase is the phase of the guarded protocol a chunk belongs to (the
+// "phase" of the phasegate metadata every chunk carries), as the wire
+// spells it.
 type Phase string
 
 // Phases.
@@ -78,8 +79,8 @@ type TwoStageConfig struct {
 	Metrics *metrics.Metrics
 }
 
-// TwoStage is the tool-loop guard of DESIGN §3: one tool call per
-// response, no repeated call in a turn, a bounded number of refusals and a
+// TwoStage is the tool-loop guard, the two-stage protocol: one tool call
+// per response, no repeated call in a turn, a bounded number of refusals and a
 // hard cycle budget. It keeps no state between requests: the history is
 // the ledger. It is safe for concurrent use.
 type TwoStage struct {
@@ -695,7 +696,8 @@ func (r *guardRun) onFinish(ctx context.Context, a *answer, st Step) (ref *refus
 func (r *guardRun) onEnd(ctx context.Context, a *answer, st Step) (*refusal, bool, error) {
 	if st.End == EndTruncated {
 		// Neither [DONE] nor a finish reason: the answer was cut off, and
-		// so were the arguments of any call still open (DESIGN §2).
+		// so were the arguments of any call still open: such a call is
+		// never forwarded.
 		if r.s.retryUnseen(ctx, "no finish") {
 			return nil, true, nil
 		}
@@ -722,6 +724,7 @@ func (r *guardRun) decide(ctx context.Context, a *answer, tc chat.ToolCall, pre 
 		j = *pre // decided already: a leaked call that could not be read
 	} else {
 		j = r.policy.Judge(tc)
+		logSchemaErr(ctx, r.x.RequestID, j)
 	}
 	r.trace(ctx, metrics.Trace{Kind: metrics.TraceToolCall, Tool: tc.Function.Name, ToolCallID: tc.ID, Verdict: string(j.Verdict)})
 	r.g.cfg.Metrics.ToolCallJudged(string(j.Verdict))

@@ -441,7 +441,8 @@ func (a answer) finish() string {
 // shown is the content chunk a notice shows the client.
 func shown(notice string) string { return "\n\n**System Notice**: " + notice + "\n\n" }
 
-// Notice texts of DESIGN §3 and seed 000, with the budget suffix.
+// The notice texts the guard shows the model, kept verbatim (tools/notice.go),
+// with the budget suffix.
 func duplicateNotice(used, maxUsed, left, maxRefused int) string {
 	return "Duplicate tool call detected (already executed in this turn). Do NOT call this tool again. Use previous results." +
 		fmt.Sprintf(" (rule: duplicate; tool executions used: %d of %d; refused attempts left: %d of %d)", used, maxUsed, left, maxRefused)
@@ -1376,8 +1377,8 @@ func TestTwoStagePhaseMetadata(t *testing.T) {
 }
 
 // TestTwoStageDoneWithoutFinish: a stream that ends with [DONE] but no
-// finish reason ended cleanly (DESIGN §2: only an end without either is
-// truncated); the client still gets exactly one finish.
+// finish reason ended cleanly (only an end with neither [DONE] nor a
+// finish reason is truncated); the client still gets exactly one finish.
 func TestTwoStageDoneWithoutFinish(t *testing.T) {
 	tests := []struct {
 		name       string

@@ -16,7 +16,8 @@ import (
 	"github.com/phasegate/phasegate/store"
 )
 
-// The routes of resumable streams (seed 003 §11, after OpenAI's stream
+// The routes of resumable streams (replay from a phase, cancel; after
+// OpenAI's stream
 // resumption: a request id and starting_after):
 //
 //	GET  /v1/phasegate/requests/{request_id}/events?starting_after=N

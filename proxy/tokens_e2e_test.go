@@ -1,7 +1,8 @@
 package proxy_test
 
-// End-to-end tests of history truncation (DESIGN §5): the real router with
-// a tokens.Counter, the go-openai client, and a scripted upstream that
+// End-to-end tests of history truncation (fitting a request to the
+// model's context window): the real router with a tokens.Counter, the
+// go-openai client, and a scripted upstream that
 // records what reached it. A 300k-token agent history must reach the
 // upstream within the model's budget, cut in whole units, oldest first,
 // and the client must get its answer on both protocols, streaming or not.

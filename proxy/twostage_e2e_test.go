@@ -166,7 +166,8 @@ func tsLooper(st tsState) *sim.Stream {
 
 // tsDeepSeek answers chat completions as DeepSeek's thinking mode does,
 // the content decided by persona: it refuses an assistant tool-call
-// message without its reasoning_content (DESIGN §2), streams only, and
+// message without its reasoning_content (which the gateway must
+// restore), streams only, and
 // sends usage with its cache fields when asked.
 func tsDeepSeek(t *testing.T, persona tsPersona) proxytest.Responder {
 	return func(r proxytest.Received) sim.Reply {

@@ -7,7 +7,8 @@ import (
 )
 
 // OrchestratorModel plays an orchestrator agent's model that answers in
-// the structured envelopes of the orchestrator protocol (seed 002). The
+// the structured envelopes of the orchestrator protocol (package
+// envelope: a JSON block naming its phase and its data). The
 // last user message picks the scenario:
 //   - "broken": an envelope missing a required field, then a valid one
 //     once a notice follows;

@@ -8,7 +8,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/go-redis/redis_rate/v10"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/phasegate/phasegate/internal/lru"
@@ -30,58 +29,56 @@ type Decision struct {
 	ResetAfter time.Duration
 }
 
-// RedisLimiter keeps limits on Redis, shared by every replica, with
-// go-redis/redis_rate's GCRA.
+// RedisLimiter keeps limits on Redis, shared by every replica, with the
+// same GCRA as MemoryLimiter, decided in one script on Redis's clock.
 type RedisLimiter struct {
-	l *redis_rate.Limiter
 	c *redis.Client
 }
 
 // NewRedisLimiter returns the limiter of r.
 func NewRedisLimiter(r *Redis) *RedisLimiter {
-	return &RedisLimiter{l: redis_rate.NewLimiter(r.c), c: r.c}
+	return &RedisLimiter{c: r.c}
 }
 
+// limitKey + a limit's key holds the time at which that budget is whole
+// again (its theoretical arrival time), in milliseconds since the Unix
+// epoch by Redis's clock, and expires then.
 const limitKey = prefix + "limit:"
+
+// limitScript asks for ARGV[2] units (a negative count gives them back)
+// of the budget at KEYS[1], each taking ARGV[1] ms to come back: with
+// ARGV[3] "1" (a charge) whatever is left, so the budget may go into
+// debt; else (an admission) only when the budget would still be whole
+// again within a minute. It returns whether the units were spent, and how
+// many ms from now the budget is whole again before and after the ask,
+// as strings.
+var limitScript = redis.NewScript(`
+local key = KEYS[1]
+local interval, n, charge = tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3] == '1'
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + tonumber(t[2]) / 1000
+local tat = math.max(tonumber(redis.call('GET', key) or now), now)
+local after = tat + interval * n - now
+if not charge and after > 60000 then
+  return {0, string.format('%.3f', tat - now), string.format('%.3f', after)}
+end
+if after > 0 then
+  redis.call('SET', key, string.format('%.3f', now + after), 'PX', math.ceil(after))
+else
+  redis.call('DEL', key)
+end
+return {1, string.format('%.3f', tat - now), string.format('%.3f', after)}
+`)
 
 // Allow spends n units of key's budget of perMinute if all n are left;
 // n = 0 only reads the budget.
 func (l *RedisLimiter) Allow(ctx context.Context, key string, perMinute, n int) (Decision, error) {
-	res, err := l.l.AllowN(ctx, limitKey+key, redis_rate.PerMinute(perMinute), n)
+	spent, before, after, err := l.run(ctx, key, perMinute, n, false)
 	if err != nil {
 		return Decision{}, fmt.Errorf("rate limit %d/min: %w", perMinute, err)
 	}
-	return decision(res, n), nil
+	return allowDecision(perMinute, n, before, after, spent), nil
 }
-
-// chargeScript spends ARGV[2] units (a negative count gives them back)
-// of the GCRA budget at KEYS[1] whatever is left, so the budget may go
-// into debt; ARGV[1] is the seconds each unit takes to come back. It keeps
-// the budget as redis_rate does, so the two share keys: the key holds the
-// theoretical arrival time, in seconds since 2017-01-01 by Redis's clock,
-// and expires when the budget is whole again. It returns the seconds until
-// then, as a string.
-var chargeScript = redis.NewScript(`
-local key = KEYS[1]
-local interval, cost = tonumber(ARGV[1]), tonumber(ARGV[2])
-local t = redis.call('TIME')
-local now = (t[1] - 1483228800) + t[2] / 1000000
-local tat = tonumber(redis.call('GET', key) or now)
-if tat < now then
-  tat = now
-end
-tat = tat + interval * cost
-local ahead = tat - now
-if ahead > 0 then
-  redis.call('SET', key, tat, 'EX', math.ceil(ahead))
-else
-  redis.call('DEL', key)
-end
-return tostring(ahead)
-`)
-
-// redisRatePrefix is what redis_rate puts before the keys it is given.
-const redisRatePrefix = "rate:"
 
 // Charge spends n units of key's budget even past what is left: the
 // budget goes into debt, and later asks wait until it is paid back (the
@@ -89,16 +86,43 @@ const redisRatePrefix = "rate:"
 // OpenAI's tokens per minute do). n < 0 gives units back (a refund).
 // Allowed reports whether the budget had all n left.
 func (l *RedisLimiter) Charge(ctx context.Context, key string, perMinute, n int) (Decision, error) {
-	interval := 60 / float64(perMinute)
-	v, err := chargeScript.Run(ctx, l.c, []string{redisRatePrefix + limitKey + key}, interval, n).Text()
+	_, _, after, err := l.run(ctx, key, perMinute, n, true)
 	if err != nil {
 		return Decision{}, fmt.Errorf("charge rate limit %d/min: %w", perMinute, err)
 	}
-	ahead, err := strconv.ParseFloat(v, 64)
-	if err != nil {
-		return Decision{}, fmt.Errorf("charge rate limit %d/min: reply %q: %w", perMinute, v, err)
+	return debtDecision(perMinute, after), nil
+}
+
+// run runs limitScript: whether the n units were spent, and how long
+// until the budget is whole again before and after.
+func (l *RedisLimiter) run(ctx context.Context, key string, perMinute, n int, charge bool) (spent bool, before, after time.Duration, err error) {
+	interval := float64(time.Minute.Milliseconds()) / float64(perMinute)
+	chargeArg := "0"
+	if charge {
+		chargeArg = "1"
 	}
-	return debtDecision(perMinute, time.Duration(ahead*float64(time.Second))), nil
+	v, err := limitScript.Run(ctx, l.c, []string{limitKey + key}, interval, n, chargeArg).Slice()
+	if err != nil {
+		return false, 0, 0, err
+	}
+	if len(v) != 3 {
+		return false, 0, 0, fmt.Errorf("limit script replied %v", v)
+	}
+	flag, _ := v[0].(int64)
+	if before, err = millis(v[1]); err == nil {
+		after, err = millis(v[2])
+	}
+	return flag == 1, before, after, err
+}
+
+// millis reads a reply of milliseconds, written as a decimal string.
+func millis(v any) (time.Duration, error) {
+	s, _ := v.(string)
+	ms, err := strconv.ParseFloat(s, 64)
+	if err != nil {
+		return 0, fmt.Errorf("limit script replied %q: %w", s, err)
+	}
+	return time.Duration(ms * float64(time.Millisecond)), nil
 }
 
 // debtDecision is the decision of a charge that leaves a budget of
@@ -117,15 +141,20 @@ func debtDecision(perMinute int, ahead time.Duration) Decision {
 	return d
 }
 
-func decision(res *redis_rate.Result, n int) Decision {
-	d := Decision{Allowed: res.Allowed >= n, Limit: res.Limit.Burst, Remaining: res.Remaining, ResetAfter: res.ResetAfter}
-	if !d.Allowed {
-		d.RetryAfter = res.RetryAfter
-		if d.RetryAfter < 0 || n > res.Limit.Burst {
-			// More than a whole minute's budget never passes; a minute
-			// is the honest answer.
-			d.RetryAfter = time.Minute
-		}
+// allowDecision is the decision of an admission of n units of a budget of
+// perMinute that was whole again before from now, and would be after
+// once they are spent; spent reports whether they were. A refused ask
+// leaves the budget as it was; more than a whole minute's budget never
+// passes, and a minute is the honest wait.
+func allowDecision(perMinute, n int, before, after time.Duration, spent bool) Decision {
+	if spent {
+		return debtDecision(perMinute, after)
+	}
+	d := debtDecision(perMinute, before)
+	d.Allowed, d.ResetAfter = false, max(0, before)
+	d.RetryAfter = after - time.Minute
+	if n > perMinute {
+		d.RetryAfter = time.Minute
 	}
 	return d
 }
@@ -185,19 +214,11 @@ func (m *MemoryLimiter) Allow(_ context.Context, key string, perMinute, n int) (
 		tat = now
 	}
 	next := tat.Add(units(n, perMinute))
-	d := debtDecision(perMinute, next.Sub(now))
-	switch {
-	case n > perMinute:
-		d = debtDecision(perMinute, tat.Sub(now))
-		d.Allowed, d.RetryAfter = false, time.Minute
-	case !d.Allowed:
-		d.RetryAfter = next.Sub(now) - time.Minute
-		d.Remaining = debtDecision(perMinute, tat.Sub(now)).Remaining
-		d.ResetAfter = max(0, tat.Sub(now))
-	default:
+	spent := next.Sub(now) <= time.Minute
+	if spent {
 		b.tat = next
 	}
-	return d, nil
+	return allowDecision(perMinute, n, tat.Sub(now), next.Sub(now), spent), nil
 }
 
 // Charge spends n units of key's budget even past what is left, into

@@ -35,12 +35,17 @@ const (
 	reasoningTotal = prefix + "reasoning-bytes"
 )
 
-// rememberScript stores ARGV[5:] (call ids) → ARGV[4] (reasoning) and
-// keeps the total under ARGV[3] bytes, dropping the oldest, and the
-// entries older than ARGV[2] ms. One script, so replicas never see the
-// bookkeeping half done.
+// rememberScript stores ARGV[4:] (call ids) → ARGV[3] (reasoning) and
+// keeps the total under ARGV[2] bytes, dropping the oldest, and the
+// entries older than ARGV[1] ms. One script, so replicas never see the
+// bookkeeping half done. Ages are in milliseconds by Redis's clock (TIME),
+// the one clock every replica shares: a replica whose own clock ran ahead
+// would otherwise drop the others' entries early, and one behind would
+// keep its own too long.
 var rememberScript = redis.NewScript(`
-local now, ttl, max, r = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4]
+local ttl, max, r = tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3]
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local pfx, age, size, total = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local function drop(id)
   local n = redis.call('HGET', size, id)
@@ -54,7 +59,7 @@ end
 if ttl > 0 then
   for _, id in ipairs(redis.call('ZRANGEBYSCORE', age, '-inf', now - ttl)) do drop(id) end
 end
-for i = 5, #ARGV do
+for i = 4, #ARGV do
   local id = ARGV[i]
   local n = #id + #r
   if n <= max then
@@ -85,18 +90,19 @@ func (m *Reasoning) Remember(ctx context.Context, callIDs []string, reasoning st
 	if reasoning == "" {
 		return nil
 	}
-	args := []any{time.Now().UnixMilli(), m.ttl.Milliseconds(), m.maxBytes, reasoning}
+	const head = 3 // ARGV before the call ids
+	args := []any{m.ttl.Milliseconds(), m.maxBytes, reasoning}
 	for _, id := range callIDs {
 		if id != "" {
 			args = append(args, id)
 		}
 	}
-	if len(args) == 4 {
+	if len(args) == head {
 		return nil
 	}
 	keys := []string{reasoningKey, reasoningAge, reasoningSize, reasoningTotal}
 	if err := rememberScript.Run(ctx, m.r.c, keys, args...).Err(); err != nil {
-		return fmt.Errorf("remember reasoning of %d tool calls: %w", len(args)-4, err)
+		return fmt.Errorf("remember reasoning of %d tool calls: %w", len(args)-head, err)
 	}
 	return nil
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -61,19 +60,6 @@ type RedisOptions struct {
 	BreakerCooldown time.Duration
 	// Observer, when set, is told what the breaker does.
 	Observer BreakerObserver
-}
-
-func init() {
-	// go-redis logs its own retries (a pub/sub reconnecting, a pool that
-	// cannot dial) to stderr; the gateway logs and counts each failure it
-	// sees, so these go to slog at debug level.
-	redis.SetLogger(debugLog{})
-}
-
-type debugLog struct{}
-
-func (debugLog) Printf(ctx context.Context, format string, v ...any) {
-	slog.DebugContext(ctx, fmt.Sprintf(format, v...))
 }
 
 // OpenRedis connects to the Redis of url (redis://[user:password@]host:port/db

@@ -48,6 +48,11 @@ type Config struct {
 	// CacheBytes bounds the memory of the caches: three quarters for
 	// counts, a quarter for shortened tool results. 0: DefaultCacheBytes.
 	CacheBytes int64
+	// EncodingLoaded, when set, is called once an encoding's tables were
+	// built, by the Counter whose count needed them first (once per
+	// encoding and process): loading makes about as much garbage as it
+	// keeps, and the program may hand it back to the system then.
+	EncodingLoaded func(encoding string)
 }
 
 // DefaultCacheBytes bounds the caches when Config.CacheBytes is 0: about

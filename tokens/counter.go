@@ -16,6 +16,7 @@ type Counter struct {
 	shortened *shortCache
 	seed      maphash.Seed
 	unknown   unknownModels
+	loaded    func(encoding string) // Config.EncodingLoaded
 
 	// encodes counts the calls into tiktoken, for tests of the cache.
 	encodes atomic.Int64
@@ -43,6 +44,7 @@ func New(cfg Config) (*Counter, error) {
 		cache:     newCache(cfg.CacheBytes - cfg.CacheBytes/shortenedShare),
 		shortened: newShortCache(cfg.CacheBytes / shortenedShare),
 		seed:      maphash.MakeSeed(),
+		loaded:    cfg.EncodingLoaded,
 	}, nil
 }
 

@@ -2,7 +2,6 @@ package tokens
 
 import (
 	"fmt"
-	"runtime/debug"
 	"sync"
 	"unicode"
 	"unicode/utf8"
@@ -70,18 +69,18 @@ var offlineLoader sync.Once
 // counter returns the encoding's tiktoken-go BPE, loading it on first use:
 // tiktoken-go builds a new one (about 20 MB for o200k_base, 80–200 ms) on
 // every GetEncoding call, so it is built once per process, and only for an
-// encoding a request needs.
-func (e *encoding) counter() (*tiktoken.Tiktoken, error) {
+// encoding a request needs. loaded, when not nil, is told once it was.
+func (e *encoding) counter(loaded func(encoding string)) (*tiktoken.Tiktoken, error) {
 	e.once.Do(func() {
 		offlineLoader.Do(func() { tiktoken.SetBpeLoader(tiktoken_loader.NewOfflineLoader()) })
 		e.tk, e.err = tiktoken.GetEncoding(e.name)
 		if e.err != nil {
 			e.err = fmt.Errorf("load encoding %s: %w", e.name, e.err)
+			return
 		}
-		// Loading made about as much garbage as it keeps; hand it back
-		// to the system now rather than hold it for minutes. Once per
-		// encoding and process.
-		debug.FreeOSMemory()
+		if loaded != nil {
+			loaded(e.name)
+		}
 	})
 	return e.tk, e.err
 }
@@ -101,7 +100,7 @@ func (c *Counter) countText(e *encoding, s string) int {
 		// piece, 9 times the merge work.
 		s = string([]rune(s))
 	}
-	tk, err := e.counter()
+	tk, err := e.counter(c.loaded)
 	if err != nil {
 		// The ranks are compiled in and TestEncodingsLoad loads them:
 		// this is not expected, and four bytes a token is the estimate

@@ -40,7 +40,7 @@ func TestEncodingsLoad(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := e.counter(); err != nil {
+		if _, err := e.counter(nil); err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
 		if got := (&Counter{}).countText(e, "hello world"); got != 2 {

@@ -14,5 +14,6 @@
 //     the notice functions say to the model why a call was refused and what
 //     budget is left.
 //
-// See DESIGN.md §3 for how the two-stage protocol uses them.
+// The guard of package protocol (TwoStage) judges each call with a Policy
+// built on the turn's Ledger and tells the model why with these notices.
 package tools

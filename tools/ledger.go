@@ -7,7 +7,8 @@ import (
 )
 
 // Ledger is what the history of one request says about the current turn
-// (DESIGN §3). The gateway keeps no per-conversation state: the ledger is
+// (its executed calls and their results since the last user message). The
+// gateway keeps no per-conversation state: the ledger is
 // derived from the request each time, so any replica can serve any request.
 // A Ledger is read-only once built and safe for concurrent reads.
 type Ledger struct {

@@ -2,8 +2,8 @@ package tools
 
 import "fmt"
 
-// Notice texts of DESIGN §3 and seed 000 §2 (the DuplicateExceeded final
-// instruction), kept verbatim.
+// Notice texts, kept verbatim: agents and their tests match them, and the
+// final instruction is the one given when refused duplicates run out.
 const (
 	duplicateText         = "Duplicate tool call detected (already executed in this turn). Do NOT call this tool again. Use previous results."
 	cycleBudgetText       = "Maximum tool execution cycles (%d) reached. Provide final answer without further tool calls."
@@ -120,7 +120,8 @@ func DuplicateExceededNotice(b Budget) string {
 const RulesNoticeLead = "Tool-call rules of this gateway:"
 
 // RulesNotice returns the system message that states the guard's rules
-// and budgets to the model before any violation (seed 001 T2.3): one
+// and budgets to the model before any violation, beside the agent's own
+// system prompt: one
 // tool call per response, no repeated call in a turn (progressive: no
 // repeat without new results, even in another form), the cycle budget
 // and where the turn stands, the refusals a request may see, the profile.

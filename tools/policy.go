@@ -1,9 +1,7 @@
 package tools
 
 import (
-	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -11,6 +9,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/phasegate/phasegate/chat"
+	"github.com/phasegate/phasegate/internal/schema"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 	"github.com/santhosh-tekuri/jsonschema/v6/kind"
 )
@@ -287,55 +286,12 @@ func (p *Policy) schema(name string, t *declaredTool) *jsonschema.Schema {
 	return t.schema
 }
 
-// schemaURL names the one resource of each compiler; it is never fetched.
-const schemaURL = "mem:///parameters.json"
-
-func compileSchema(params json.RawMessage) (*jsonschema.Schema, error) {
-	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(params))
-	if err != nil {
-		return nil, err
-	}
-	c := jsonschema.NewCompiler()
-	// Tool schemas rarely name a draft; pin the one this version defaults
-	// to so a library upgrade cannot change what is refused.
-	c.DefaultDraft(jsonschema.Draft2020)
-	// The default loader reads files: a $ref in a client's schema must not
-	// make the gateway touch its disk or the network.
-	c.UseLoader(noLoader{})
-	if err := c.AddResource(schemaURL, doc); err != nil {
-		return nil, err
-	}
-	return c.Compile(schemaURL)
-}
-
-type noLoader struct{}
-
-var errNoLoad = errors.New("external schema references are not loaded")
-
-func (noLoader) Load(string) (any, error) { return nil, errNoLoad }
-
 // describeValidation lists the leaf failures of a validation error by
 // schema location, the part of the schema that failed, never by argument
-// content (instance paths are made of the model's keys).
+// content (instance paths are made of the model's keys), in the order of
+// schema.Describe.
 func describeValidation(err error) string {
-	var verr *jsonschema.ValidationError
-	if !errors.As(err, &verr) {
-		return "validation failed"
-	}
-	var out []string
-	var walk func(e *jsonschema.ValidationError)
-	walk = func(e *jsonschema.ValidationError) {
-		if len(e.Causes) > 0 {
-			for _, c := range e.Causes {
-				walk(c)
-			}
-			return
-		}
-		if s := describeLeaf(e); !slices.Contains(out, s) {
-			out = append(out, s)
-		}
-	}
-	walk(verr)
+	out := schema.Describe(err, describeLeaf)
 	const most = 5
 	if len(out) > most {
 		out = append(out[:most], fmt.Sprintf("and %d more", len(out)-most))

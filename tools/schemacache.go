@@ -6,6 +6,7 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
 	"github.com/phasegate/phasegate/internal/lru"
+	"github.com/phasegate/phasegate/internal/schema"
 )
 
 // schemaCache holds compiled parameter schemas across requests: agents send
@@ -67,4 +68,10 @@ func (c *schemaCache) compile(params json.RawMessage) (*jsonschema.Schema, error
 	}
 	c.compiled.Put(string(params), compiled{schema: sch, err: err, cost: cost})
 	return sch, err
+}
+
+// compileSchema compiles a tool's parameters schema; a "$ref" outside it
+// is an error (schema.Compile).
+func compileSchema(params json.RawMessage) (*jsonschema.Schema, error) {
+	return schema.Compile("parameters", params)
 }

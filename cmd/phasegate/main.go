@@ -30,7 +30,6 @@ import (
 	"github.com/phasegate/phasegate/proxy"
 	"github.com/phasegate/phasegate/sim"
 	"github.com/phasegate/phasegate/store"
-	"github.com/phasegate/phasegate/tokens"
 	"github.com/phasegate/phasegate/tracing"
 )
 
@@ -51,6 +50,7 @@ func main() {
 	context.AfterFunc(ctx, stop)
 	ownsDefaultLog = true
 	proxy.ReleaseMode()
+	logRedisRetriesAtDebug()
 	if err := dispatch(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr); err != nil {
 		// One line per problem, each naming the setting as it was written.
 		for _, line := range strings.Split(err.Error(), "\n") {
@@ -266,7 +266,7 @@ func newHandler(ctx context.Context, o options, log *slog.Logger, tp *sdktrace.T
 	}
 	sort.Strings(models)
 	m := metrics.New(reg, names, models...)
-	counter, err := tokens.New(o.Tokens)
+	counter, err := newCounter(o.Tokens)
 	if err != nil {
 		return nil, nil, fmt.Errorf("token counter: %w", err)
 	}

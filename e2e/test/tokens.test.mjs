@@ -1,4 +1,4 @@
-// History truncation (DESIGN §5) with the official openai SDK: a 300k-token
+// History truncation (fitting a request to the model's window) with the official openai SDK: a 300k-token
 // agent history goes through the gateway binary to the upstream double,
 // which must receive it cut to the model's window in whole units, oldest
 // first, and the SDK must get its answer. The double's "history" scenario
