@@ -231,34 +231,19 @@ func (m *Metrics) zero(providers, models []string) {
 			m.modelTokens.WithLabelValues(name, k)
 		}
 	}
-	for _, v := range Verdicts {
-		m.toolCalls.WithLabelValues(v)
-	}
-	for _, v := range ObservedVerdicts {
-		m.observed.WithLabelValues(v)
-	}
-	for _, k := range UpstreamErrorKinds {
-		m.retries.WithLabelValues(k)
-	}
-	for _, b := range Budgets {
-		m.budgets.WithLabelValues(b)
-	}
-	for _, k := range TruncationKinds {
-		m.truncations.WithLabelValues(k)
-	}
-	for _, k := range RepairKinds {
-		m.repairs.WithLabelValues(k)
-	}
-	for _, o := range TransientOutcomes {
-		m.transient.WithLabelValues(o)
-	}
-	for _, o := range LeakOutcomes {
-		m.leaked.WithLabelValues(o)
+	for _, one := range []struct {
+		vec    *prometheus.CounterVec
+		values []string
+	}{
+		{m.toolCalls, Verdicts}, {m.observed, ObservedVerdicts}, {m.retries, UpstreamErrorKinds},
+		{m.budgets, Budgets}, {m.truncations, TruncationKinds}, {m.repairs, RepairKinds},
+		{m.transient, TransientOutcomes}, {m.leaked, LeakOutcomes}, {m.bounded, Bounds},
+	} {
+		for _, v := range one.values {
+			one.vec.WithLabelValues(v)
+		}
 	}
 	m.shared.zero()
-	for _, b := range Bounds {
-		m.bounded.WithLabelValues(b)
-	}
 	for _, p := range EnvelopePhases {
 		for _, o := range EnvelopeOutcomes {
 			m.envelopes.WithLabelValues(p, o)

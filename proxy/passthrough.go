@@ -50,7 +50,17 @@ func (h *Handler) servePassThrough(w http.ResponseWriter, r *http.Request) {
 		writeError(w, protocol.Classify(err))
 		return
 	}
-	rp := &httputil.ReverseProxy{
+	rp := h.passThroughProxy(provider, target, rest)
+	w.Header().Set("X-Phasegate-Provider", provider.Name)
+	rp.ServeHTTP(&finalOnly{ResponseWriter: w, header: http.Header{}}, r)
+}
+
+// passThroughProxy is the reverse proxy that relays one pass-through
+// request to provider, at target's path followed by rest: headers from
+// the allowlist, the provider's credentials, and the answer passed back
+// through passBack.
+func (h *Handler) passThroughProxy(provider *Provider, target *url.URL, rest string) *httputil.ReverseProxy {
+	return &httputil.ReverseProxy{
 		Transport: h.client.Transport,
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.Out.URL.Scheme = target.Scheme
@@ -77,8 +87,6 @@ func (h *Handler) servePassThrough(w http.ResponseWriter, r *http.Request) {
 			writeError(w, protocol.Classify(upstreamCallError(r.Context(), err)))
 		},
 	}
-	w.Header().Set("X-Phasegate-Provider", provider.Name)
-	rp.ServeHTTP(&finalOnly{ResponseWriter: w, header: http.Header{}}, r)
 }
 
 // finalOnly is the writer httputil.ReverseProxy answers a pass-through

@@ -384,6 +384,13 @@ func (r *eventRecorder) run() {
 			r.gaveUp()
 		}
 	}
+	r.end(ctx, pending, broken, failingSince)
+}
+
+// end stores what the recording loop left: the events still pending and
+// the end of the log, or, when the log was lost or broken, the error it
+// ends with after the events it has.
+func (r *eventRecorder) end(ctx context.Context, pending []store.Event, broken bool, failingSince time.Time) {
 	if r.failStatus != 0 {
 		r.fail(ctx)
 		return
