@@ -21,7 +21,7 @@ type Metrics struct {
 	toolCalls       *prometheus.CounterVec
 	budgets         *prometheus.CounterVec
 	fallbacks       prometheus.Counter
-	cycles          prometheus.Histogram
+	cycles          *prometheus.HistogramVec
 	tokens          *prometheus.CounterVec
 	truncations     *prometheus.CounterVec
 	repairs         *prometheus.CounterVec
@@ -149,9 +149,9 @@ func New(reg prometheus.Registerer, providers []string, models ...string) *Metri
 			Help: "Requests whose final answer a budget forced, by budget."}, []string{"budget"}),
 		fallbacks: prometheus.NewCounter(prometheus.CounterOpts{Name: "phasegate_fallbacks_total",
 			Help: "Requests the guard failed before the first byte, served by the standard protocol instead."}),
-		cycles: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "phasegate_turn_cycles",
-			Help:    "Tool executions the turn held when a guarded request ended with a final answer.",
-			Buckets: []float64{0, 1, 2, 3, 4, 5, 8, 13}}),
+		cycles: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "phasegate_turn_cycles",
+			Help:    "Tool executions the turn held when a guarded request ended with a final answer, by the guard's profile.",
+			Buckets: []float64{0, 1, 2, 3, 4, 5, 8, 13}}, []string{"profile"}),
 		tokens: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "phasegate_upstream_tokens_total",
 			Help: "Tokens of upstream calls, by provider, kind and source: reported by the upstream, or estimated by the gateway for a call it closed before the upstream reported usage."}, []string{"provider", "kind", "source"}),
 		truncations: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "phasegate_truncated_total",
@@ -242,6 +242,9 @@ func (m *Metrics) zero(providers, models []string) {
 		for _, v := range one.values {
 			one.vec.WithLabelValues(v)
 		}
+	}
+	for _, p := range Profiles {
+		m.cycles.WithLabelValues(p)
 	}
 	m.shared.zero()
 	for _, p := range EnvelopePhases {
@@ -403,11 +406,16 @@ func (m *Metrics) ModelFallback() {
 	}
 }
 
+// Profiles are the guard's profiles, as the profile label spells them.
+var Profiles = []string{"strict", "agent"}
+
 // TurnEnded records the tool executions of a turn whose guarded response
-// was an answer, not a tool call.
-func (m *Metrics) TurnEnded(cycles int) {
-	if m != nil {
-		m.cycles.Observe(float64(cycles))
+// was an answer, not a tool call, under the guard's profile (one of
+// Profiles): long turns are the agent profile's point, not the strict
+// one's.
+func (m *Metrics) TurnEnded(profile string, cycles int) {
+	if m != nil && slices.Contains(Profiles, profile) {
+		m.cycles.WithLabelValues(profile).Observe(float64(cycles))
 	}
 }
 

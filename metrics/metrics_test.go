@@ -96,7 +96,7 @@ func TestLint(t *testing.T) {
 	m.Fallback()
 	m.LeakedToolCall("recovered")
 	m.TransientFinish("retried")
-	m.TurnEnded(2)
+	m.TurnEnded("agent", 2)
 	problems, err := testutil.GatherAndLint(reg)
 	if err != nil {
 		t.Fatalf("GatherAndLint: %v", err)
@@ -186,19 +186,30 @@ phasegate_upstream_tokens_total{kind="prompt",provider="deepseek",source="estima
 phasegate_upstream_tokens_total{kind="prompt",provider="deepseek",source="reported"} 0
 phasegate_upstream_tokens_total{kind="prompt",provider="openai",source="estimated"} 0
 phasegate_upstream_tokens_total{kind="prompt",provider="openai",source="reported"} 0
-# HELP phasegate_turn_cycles Tool executions the turn held when a guarded request ended with a final answer.
+# HELP phasegate_turn_cycles Tool executions the turn held when a guarded request ended with a final answer, by the guard's profile.
 # TYPE phasegate_turn_cycles histogram
-phasegate_turn_cycles_bucket{le="0"} 0
-phasegate_turn_cycles_bucket{le="1"} 0
-phasegate_turn_cycles_bucket{le="2"} 0
-phasegate_turn_cycles_bucket{le="3"} 0
-phasegate_turn_cycles_bucket{le="4"} 0
-phasegate_turn_cycles_bucket{le="5"} 0
-phasegate_turn_cycles_bucket{le="8"} 0
-phasegate_turn_cycles_bucket{le="13"} 0
-phasegate_turn_cycles_bucket{le="+Inf"} 0
-phasegate_turn_cycles_sum 0
-phasegate_turn_cycles_count 0
+phasegate_turn_cycles_bucket{profile="agent",le="0"} 0
+phasegate_turn_cycles_bucket{profile="agent",le="1"} 0
+phasegate_turn_cycles_bucket{profile="agent",le="2"} 0
+phasegate_turn_cycles_bucket{profile="agent",le="3"} 0
+phasegate_turn_cycles_bucket{profile="agent",le="4"} 0
+phasegate_turn_cycles_bucket{profile="agent",le="5"} 0
+phasegate_turn_cycles_bucket{profile="agent",le="8"} 0
+phasegate_turn_cycles_bucket{profile="agent",le="13"} 0
+phasegate_turn_cycles_bucket{profile="agent",le="+Inf"} 0
+phasegate_turn_cycles_sum{profile="agent"} 0
+phasegate_turn_cycles_count{profile="agent"} 0
+phasegate_turn_cycles_bucket{profile="strict",le="0"} 0
+phasegate_turn_cycles_bucket{profile="strict",le="1"} 0
+phasegate_turn_cycles_bucket{profile="strict",le="2"} 0
+phasegate_turn_cycles_bucket{profile="strict",le="3"} 0
+phasegate_turn_cycles_bucket{profile="strict",le="4"} 0
+phasegate_turn_cycles_bucket{profile="strict",le="5"} 0
+phasegate_turn_cycles_bucket{profile="strict",le="8"} 0
+phasegate_turn_cycles_bucket{profile="strict",le="13"} 0
+phasegate_turn_cycles_bucket{profile="strict",le="+Inf"} 0
+phasegate_turn_cycles_sum{profile="strict"} 0
+phasegate_turn_cycles_count{profile="strict"} 0
 `
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(want),
 		"phasegate_budget_exhaustions_total", "phasegate_fallbacks_total", "phasegate_leaked_tool_calls_total",
@@ -236,7 +247,7 @@ const (
 	leakedHelp    = "Tool calls a model wrote into its content as text, recovered into tool_calls or refused as malformed."
 	transientHelp = "Upstream answers that ended transiently (insufficient_system_resource, or no finish): retried before the first byte, or passed on."
 	cyclesHead    = `
-# HELP phasegate_turn_cycles Tool executions the turn held when a guarded request ended with a final answer.
+# HELP phasegate_turn_cycles Tool executions the turn held when a guarded request ended with a final answer, by the guard's profile.
 # TYPE phasegate_turn_cycles histogram
 `
 )
@@ -351,23 +362,35 @@ phasegate_fallbacks_total 2
 		{
 			name: "TurnEnded observes the cycles",
 			call: func(m *metrics.Metrics) {
-				m.TurnEnded(0)
-				m.TurnEnded(2)
-				m.TurnEnded(20)
+				m.TurnEnded("strict", 0)
+				m.TurnEnded("strict", 2)
+				m.TurnEnded("strict", 20)
+				m.TurnEnded("lenient", 1) // not a profile: not counted
 			},
 			metric: "phasegate_turn_cycles",
 			want: cyclesHead + `
-phasegate_turn_cycles_bucket{le="0"} 1
-phasegate_turn_cycles_bucket{le="1"} 1
-phasegate_turn_cycles_bucket{le="2"} 2
-phasegate_turn_cycles_bucket{le="3"} 2
-phasegate_turn_cycles_bucket{le="4"} 2
-phasegate_turn_cycles_bucket{le="5"} 2
-phasegate_turn_cycles_bucket{le="8"} 2
-phasegate_turn_cycles_bucket{le="13"} 2
-phasegate_turn_cycles_bucket{le="+Inf"} 3
-phasegate_turn_cycles_sum 22
-phasegate_turn_cycles_count 3
+phasegate_turn_cycles_bucket{profile="agent",le="0"} 0
+phasegate_turn_cycles_bucket{profile="agent",le="1"} 0
+phasegate_turn_cycles_bucket{profile="agent",le="2"} 0
+phasegate_turn_cycles_bucket{profile="agent",le="3"} 0
+phasegate_turn_cycles_bucket{profile="agent",le="4"} 0
+phasegate_turn_cycles_bucket{profile="agent",le="5"} 0
+phasegate_turn_cycles_bucket{profile="agent",le="8"} 0
+phasegate_turn_cycles_bucket{profile="agent",le="13"} 0
+phasegate_turn_cycles_bucket{profile="agent",le="+Inf"} 0
+phasegate_turn_cycles_sum{profile="agent"} 0
+phasegate_turn_cycles_count{profile="agent"} 0
+phasegate_turn_cycles_bucket{profile="strict",le="0"} 1
+phasegate_turn_cycles_bucket{profile="strict",le="1"} 1
+phasegate_turn_cycles_bucket{profile="strict",le="2"} 2
+phasegate_turn_cycles_bucket{profile="strict",le="3"} 2
+phasegate_turn_cycles_bucket{profile="strict",le="4"} 2
+phasegate_turn_cycles_bucket{profile="strict",le="5"} 2
+phasegate_turn_cycles_bucket{profile="strict",le="8"} 2
+phasegate_turn_cycles_bucket{profile="strict",le="13"} 2
+phasegate_turn_cycles_bucket{profile="strict",le="+Inf"} 3
+phasegate_turn_cycles_sum{profile="strict"} 22
+phasegate_turn_cycles_count{profile="strict"} 3
 `,
 		},
 	}
@@ -394,7 +417,7 @@ func TestGuardMethodsOnNil(t *testing.T) {
 		"LeakedToolCall":  func() { m.LeakedToolCall("recovered") },
 		"TransientFinish": func() { m.TransientFinish("retried") },
 		"UpstreamRetried": func() { m.UpstreamRetried("status_5xx") },
-		"TurnEnded":       func() { m.TurnEnded(3) },
+		"TurnEnded":       func() { m.TurnEnded("strict", 3) },
 	} {
 		t.Run(name, func(t *testing.T) {
 			defer func() {

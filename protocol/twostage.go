@@ -790,7 +790,7 @@ func (r *guardRun) finish(ctx context.Context, reason string) error {
 	r.ext = r.withEnvelope(r.ext)
 	r.trace(ctx, metrics.Trace{Kind: metrics.TracePhaseEnd, Reason: "finish: " + reason})
 	if reason != chat.FinishToolCalls {
-		r.g.cfg.Metrics.TurnEnded(r.ledger.CycleIndex())
+		r.g.cfg.Metrics.TurnEnded(string(r.profile), r.ledger.CycleIndex())
 	}
 	c := r.header.NewChunk()
 	c.Choices = []chat.OutChoice{{Index: 0, FinishReason: &reason}}
