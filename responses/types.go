@@ -42,12 +42,12 @@ type Item struct {
 
 // Part is one content part of a message or reasoning item.
 type Part struct {
-	Type     string          `json:"type"`
-	Text     *string         `json:"text,omitempty"`
-	ImageURL *string         `json:"image_url,omitempty"`
-	FileID   *string         `json:"file_id,omitempty"`
-	Detail   string          `json:"detail,omitempty"`
-	Refusal  *string         `json:"refusal,omitempty"`
+	Type     string  `json:"type"`
+	Text     *string `json:"text,omitempty"`
+	ImageURL *string `json:"image_url,omitempty"`
+	FileID   *string `json:"file_id,omitempty"`
+	Detail   string  `json:"detail,omitempty"`
+	Refusal  *string `json:"refusal,omitempty"`
 }
 
 // NewID returns a fresh id with prefix: "resp_", "msg_", "fc_", "rs_".
