@@ -40,6 +40,9 @@ const (
 	DefaultResponsesMemoryBytes = 256 << 20
 )
 
+// ResponsesTTLOrDefault is ResponsesTTL, or its default when 0.
+func (c Config) ResponsesTTLOrDefault() time.Duration { return c.responsesTTL() }
+
 // responsesTTL is RESPONSES_TTL, or its default.
 func (c *Config) responsesTTL() time.Duration {
 	if c.ResponsesTTL == 0 {

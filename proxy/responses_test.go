@@ -439,3 +439,25 @@ func TestResponsesGuardLoopingModel(t *testing.T) {
 		t.Errorf("standard: executed %d calls, answer %q; want the loop passed on", len(executed), answer)
 	}
 }
+
+// On Redis, a response one replica stored is continued, read and
+// referenced on another.
+func TestResponsesAcrossReplicas(t *testing.T) {
+	_, usrv := proxytest.NewServer(t, proxytest.Simulated())
+	a, b, _ := replicas(t, proxy.Config{Providers: []proxy.Provider{{Name: "deepseek", BaseURL: usrv.URL + "/v1"}}})
+	first := rsCreate(t, a, "/v1/responses", "", map[string]any{"model": sim.Model, "input": "Weather in Paris?", "tools": []json.RawMessage{json.RawMessage(rsWeather)}})
+	call := first.Output[len(first.Output)-1]
+	if status, _, body := rsRaw(t, b, http.MethodGet, "/v1/responses/"+first.ID, "", ""); status != http.StatusOK {
+		t.Fatalf("GET on B: %d %s", status, body)
+	}
+	second := rsCreate(t, b, "/v1/responses", "", map[string]any{"model": sim.Model, "previous_response_id": first.ID,
+		"tools": []json.RawMessage{json.RawMessage(rsWeather)}, "input": []map[string]any{{"type": "function_call_output", "call_id": call.CallID, "output": "sunny"}}})
+	if second.text() == "" {
+		t.Errorf("continued on B: %+v", second)
+	}
+	third := rsCreate(t, b, "/v1/responses", "", map[string]any{"model": sim.Model, "tools": []json.RawMessage{json.RawMessage(rsWeather)},
+		"input": []map[string]any{{"role": "user", "content": "Weather in Paris?"}, {"type": "item_reference", "id": call.ID}, {"type": "function_call_output", "call_id": call.CallID, "output": "sunny"}}})
+	if third.text() == "" {
+		t.Errorf("referenced on B: %+v", third)
+	}
+}
