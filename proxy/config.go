@@ -320,6 +320,9 @@ func (c Config) WithDefaults() Config {
 	if c.Resume.MemoryBytes == 0 {
 		c.Resume.MemoryBytes = DefaultResumeMemoryBytes
 	}
+	if c.ResponsesTTL == 0 {
+		c.ResponsesTTL = DefaultResponsesTTL
+	}
 	return c
 }
 

@@ -226,7 +226,7 @@ func New(cfg Config, opts Options) (*Handler, error) {
 		h.streams = store.NewBoundedMemoryStreams(cfg.Resume.TTL, cfg.Resume.MemoryBytes)
 	}
 	if h.responses = opts.Responses; h.responses == nil {
-		h.responses = store.NewMemoryResponses(cfg.responsesTTL(), DefaultResponsesMemoryBytes)
+		h.responses = store.NewMemoryResponses(cfg.ResponsesTTL, DefaultResponsesMemoryBytes)
 	}
 	if f, ok := h.streams.(followerCap); ok && f.MaxFollowers() > 0 {
 		h.followers = make(chan struct{}, f.MaxFollowers())

@@ -10,7 +10,6 @@ import (
 	"io"
 	"net/http"
 	"strconv"
-	"time"
 
 	"github.com/gin-gonic/gin"
 
@@ -39,17 +38,6 @@ const (
 	// process or on Redis: past it the oldest go first.
 	DefaultResponsesMemoryBytes = 256 << 20
 )
-
-// ResponsesTTLOrDefault is ResponsesTTL, or its default when 0.
-func (c Config) ResponsesTTLOrDefault() time.Duration { return c.responsesTTL() }
-
-// responsesTTL is RESPONSES_TTL, or its default.
-func (c *Config) responsesTTL() time.Duration {
-	if c.ResponsesTTL == 0 {
-		return DefaultResponsesTTL
-	}
-	return c.ResponsesTTL
-}
 
 // record is what is stored of a response: the response object and its
 // whole input (the history a previous_response_id brought included), so
