@@ -1,6 +1,7 @@
 package responses
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 )
@@ -40,15 +41,15 @@ func FromCompletion(r *Response, body []byte) error {
 		ch := &c.Choices[0]
 		finish = ch.FinishReason
 		if t := inner(ch.Message.ReasoningContent); t != nil {
-			r.add(&outItem{typ: TypeReasoning, id: NewID("rs_"), text: t})
+			r.add(&outItem{typ: TypeReasoning, id: NewID("rs_"), text: bytes.Clone(t)})
 		}
 		if t := inner(ch.Message.Content); t != nil || (len(ch.Message.ToolCalls) == 0 && string(ch.Message.Content) == `""`) {
-			r.add(&outItem{typ: TypeMessage, id: NewID("msg_"), text: t})
+			r.add(&outItem{typ: TypeMessage, id: NewID("msg_"), text: bytes.Clone(t)})
 		}
 		for _, tc := range ch.Message.ToolCalls {
 			callID, _ := json.Marshal(tc.ID)
 			name, _ := json.Marshal(tc.Function.Name)
-			r.add(&outItem{typ: TypeFunctionCall, id: NewID("fc_"), callID: callID, name: name, args: inner(tc.Function.Arguments)})
+			r.add(&outItem{typ: TypeFunctionCall, id: NewID("fc_"), callID: callID, name: name, args: bytes.Clone(inner(tc.Function.Arguments))})
 		}
 	}
 	r.setUsage(c.Usage, c.Phasegate != nil && c.Phasegate.UsageEstimated)

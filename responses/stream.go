@@ -62,28 +62,28 @@ func (s *Stream) Start(dst []byte) []byte {
 	return dst
 }
 
-// chunkView is what the translation reads of a chat.completion.chunk.
+// chunkView is a chat.completion.chunk as decodeChunk reads it.
 type chunkView struct {
 	Choices []struct {
 		Delta struct {
 			Content          json.RawMessage `json:"content"`
 			ReasoningContent json.RawMessage `json:"reasoning_content"`
 			ToolCalls        []struct {
-				Index    int    `json:"index"`
-				ID       string `json:"id"`
+				Index    int             `json:"index"`
+				ID       json.RawMessage `json:"id"`
 				Function struct {
-					Name      string          `json:"name"`
+					Name      json.RawMessage `json:"name"`
 					Arguments json.RawMessage `json:"arguments"`
 				} `json:"function"`
 			} `json:"tool_calls"`
 		} `json:"delta"`
-		FinishReason *string `json:"finish_reason"`
+		FinishReason json.RawMessage `json:"finish_reason"`
 	} `json:"choices"`
 	Usage     json.RawMessage `json:"usage"`
 	Phasegate *struct {
 		UsageEstimated bool `json:"usage_estimated"`
 	} `json:"phasegate"`
-	Error *chat.Error `json:"error"`
+	Error json.RawMessage `json:"error"`
 }
 
 // inner returns the contents of the JSON string raw (without its
@@ -98,32 +98,43 @@ func inner(raw json.RawMessage) []byte {
 // Chunk appends the events of one chunk's data. An in-band error (data
 // holding "error") ends the stream as Fail does.
 func (s *Stream) Chunk(dst, data []byte) ([]byte, error) {
-	var c chunkView
-	if err := json.Unmarshal(data, &c); err != nil {
+	c, err := scanChunk(data)
+	if err != nil {
 		return dst, fmt.Errorf("decode chunk: %w", err)
 	}
-	if c.Error != nil {
-		return s.Fail(dst, c.Error), nil
+	if len(c.err) > 0 && !isNull(c.err) {
+		var e chat.Error
+		if err := json.Unmarshal(c.err, &e); err != nil {
+			return dst, fmt.Errorf("decode chunk error: %w", err)
+		}
+		return s.Fail(dst, &e), nil
 	}
-	if len(c.Choices) > 0 {
-		ch := &c.Choices[0]
-		if t := inner(ch.Delta.ReasoningContent); t != nil {
-			dst = s.text(dst, TypeReasoning, t)
-		}
-		if t := inner(ch.Delta.Content); t != nil {
-			dst = s.text(dst, TypeMessage, t)
-		}
-		for _, tc := range ch.Delta.ToolCalls {
-			dst = s.call(dst, tc.Index, tc.ID, tc.Function.Name, inner(tc.Function.Arguments))
-		}
-		if ch.FinishReason != nil {
-			s.finish = *ch.FinishReason
+	if t := inner(c.reasoning); t != nil {
+		dst = s.text(dst, TypeReasoning, t)
+	}
+	if t := inner(c.content); t != nil {
+		dst = s.text(dst, TypeMessage, t)
+	}
+	for _, tc := range c.calls {
+		dst = s.call(dst, tc.index, quoted(tc.id), quoted(tc.name), inner(tc.args))
+	}
+	if len(c.finish) > 0 && !isNull(c.finish) {
+		if err := json.Unmarshal(c.finish, &s.finish); err != nil {
+			return dst, fmt.Errorf("decode finish_reason: %w", err)
 		}
 	}
-	if len(c.Usage) > 0 {
-		s.r.setUsage(c.Usage, c.Phasegate != nil && c.Phasegate.UsageEstimated)
+	if len(c.usage) > 0 && !isNull(c.usage) {
+		s.r.setUsage(c.usage, c.estimated)
 	}
 	return dst, nil
+}
+
+// quoted is the JSON string raw, or "" when raw is not a string.
+func quoted(raw []byte) []byte {
+	if len(raw) < 2 || raw[0] != '"' {
+		return []byte(`""`)
+	}
+	return raw
 }
 
 // text appends the delta t to the open item of type typ, opening one
@@ -170,17 +181,16 @@ func (s *Stream) itemAdded(dst []byte, i int) []byte {
 	return eventEnd(s.r.items[i].appendItem(dst, false))
 }
 
-// call appends the events of a tool call fragment of chat index idx.
-func (s *Stream) call(dst []byte, idx int, id, name string, args []byte) []byte {
+// call appends the events of a tool call fragment of chat index idx; id
+// and name are JSON strings.
+func (s *Stream) call(dst []byte, idx int, id, name, args []byte) []byte {
 	i, ok := s.calls[idx]
 	if !ok {
 		dst = s.closeOpen(dst)
 		if s.calls == nil {
 			s.calls = make(map[int]int)
 		}
-		callID, _ := json.Marshal(id)
-		nm, _ := json.Marshal(name)
-		i = s.r.add(&outItem{typ: TypeFunctionCall, id: NewID("fc_"), callID: callID, name: nm})
+		i = s.r.add(&outItem{typ: TypeFunctionCall, id: NewID("fc_"), callID: append([]byte(nil), id...), name: append([]byte(nil), name...)})
 		s.calls[idx] = i
 		dst = s.itemAdded(dst, i)
 	}
