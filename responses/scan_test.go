@@ -1,8 +1,8 @@
 package responses
 
 import (
-	"encoding/json"
 	"bytes"
+	"encoding/json"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
