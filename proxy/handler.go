@@ -145,9 +145,8 @@ type Handler struct {
 	allow    []passRule // the pass-through allowlist (PASSTHROUGH_ENDPOINTS)
 	limiter  Limiter
 	streams  EventLog
-	// responses keeps the stored responses of the Responses API.
-	responses ResponseStore
-	running   running
+	stored   ResponseStore // the stored responses of the Responses API
+	running  running
 	// stopWatch ends the watch of other replicas' cancels; watched is
 	// closed when it has ended. Both nil when there is none.
 	stopWatch context.CancelFunc
@@ -205,6 +204,7 @@ func New(cfg Config, opts Options) (*Handler, error) {
 		allow:    passRules(cfg.PassThrough),
 		limiter:  opts.Limiter,
 		streams:  opts.Streams,
+		stored:   opts.Responses,
 		recent:   opts.Recent,
 		redactor: red,
 		forward:  canonicalKeys(cfg.ForwardHeaders),
@@ -224,9 +224,6 @@ func New(cfg Config, opts Options) (*Handler, error) {
 	}
 	if h.streams == nil {
 		h.streams = store.NewBoundedMemoryStreams(cfg.Resume.TTL, cfg.Resume.MemoryBytes)
-	}
-	if h.responses = opts.Responses; h.responses == nil {
-		h.responses = store.NewMemoryResponses(cfg.ResponsesTTL, DefaultResponsesMemoryBytes)
 	}
 	if f, ok := h.streams.(followerCap); ok && f.MaxFollowers() > 0 {
 		h.followers = make(chan struct{}, f.MaxFollowers())

@@ -51,8 +51,12 @@ type record struct {
 var errResponsesUnavailable = &chat.Error{Status: http.StatusServiceUnavailable, Type: chat.TypeServer, Code: "store_unavailable",
 	Message: "the store of responses is not available; retry, or send the history as input with store: false"}
 
-// responsesRoutes serves the Responses API beside each chat route.
+// responsesRoutes serves the Responses API beside each chat route, with
+// the store of Options.Responses, or one in this process.
 func (h *Handler) responsesRoutes(e *gin.Engine) {
+	if h.stored == nil {
+		h.stored = store.NewMemoryResponses(h.cfg.ResponsesTTL, DefaultResponsesMemoryBytes)
+	}
 	for prefix, proto := range map[string]string{"": protocolDefault, "/standard": ProtocolStandard, "/two-stage": ProtocolTwoStage} {
 		for _, slash := range []string{"", "/"} {
 			e.POST(prefix+"/v1/responses"+slash, h.authorize, func(c *gin.Context) { h.serveResponses(c.Writer, c.Request, proto) })
@@ -143,7 +147,7 @@ func (h *Handler) resolveInput(ctx context.Context, owner string, req *responses
 	own = len(input)
 	refs := make(map[string]responses.Item)
 	for _, id := range req.References() {
-		b, err := h.responses.Get(ctx, itemKey(owner, id))
+		b, err := h.stored.Get(ctx, itemKey(owner, id))
 		if errors.Is(err, store.ErrNotFound) {
 			continue // Resolve names it
 		}
@@ -163,7 +167,7 @@ func (h *Handler) resolveInput(ctx context.Context, owner string, req *responses
 
 // record reads the stored record of response id.
 func (h *Handler) record(ctx context.Context, owner, id string) (*record, error) {
-	b, err := h.responses.Get(ctx, responseKey(owner, id))
+	b, err := h.stored.Get(ctx, responseKey(owner, id))
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, err
 	}
@@ -194,7 +198,7 @@ func (h *Handler) storeResponse(ctx context.Context, owner string, resp *respons
 	}
 	b, err := json.Marshal(record{Response: resp.JSON(), Input: input})
 	if err == nil {
-		err = h.responses.Put(ctx, responseKey(owner, resp.ID), b)
+		err = h.stored.Put(ctx, responseKey(owner, resp.ID), b)
 	}
 	for _, it := range append(resp.Output(), input[own:]...) {
 		if err != nil {
@@ -202,7 +206,7 @@ func (h *Handler) storeResponse(ctx context.Context, owner string, resp *respons
 		}
 		var ib []byte
 		if ib, err = json.Marshal(it); err == nil {
-			err = h.responses.Put(ctx, itemKey(owner, it.ID), ib)
+			err = h.stored.Put(ctx, itemKey(owner, it.ID), ib)
 		}
 	}
 	if err != nil {
@@ -227,7 +231,7 @@ func (h *Handler) deleteResponse(w http.ResponseWriter, r *http.Request, id stri
 	owner := h.responsesOwner(r)
 	rec, err := h.record(r.Context(), owner, id)
 	if err == nil {
-		err = h.responses.Delete(r.Context(), responseKey(owner, id))
+		err = h.stored.Delete(r.Context(), responseKey(owner, id))
 	}
 	if err != nil {
 		writeJSONError(w, responseError(err, id))
@@ -238,7 +242,7 @@ func (h *Handler) deleteResponse(w http.ResponseWriter, r *http.Request, id stri
 	}
 	_ = json.Unmarshal(rec.Response, &resp)
 	for _, it := range resp.Output {
-		_ = h.responses.Delete(r.Context(), itemKey(owner, it.ID)) // gone already is as good
+		_ = h.stored.Delete(r.Context(), itemKey(owner, it.ID)) // gone already is as good
 	}
 	w.Header().Set("Content-Type", "application/json")
 	_, _ = w.Write([]byte(`{"id":` + strconv.Quote(id) + `,"object":"response","deleted":true}`))
