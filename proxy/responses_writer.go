@@ -104,13 +104,17 @@ func (rw *responsesWriter) event(ev []byte) {
 		rw.out = append(append(rw.out, ev...), "\n\n"...)
 		return
 	}
+	// One data line is the rule (the gateway writes chunks as one line);
+	// only several are joined, in a copy.
 	var data []byte
+	lines := 0
 	for line := range bytes.SplitSeq(ev, []byte("\n")) {
 		if d, ok := bytes.CutPrefix(line, []byte("data: ")); ok {
-			if data != nil {
-				data = append(data, '\n')
+			if lines++; lines == 1 {
+				data = d
+			} else {
+				data = append(append(bytes.Clone(data), '\n'), d...)
 			}
-			data = append(data, d...)
 		}
 	}
 	if data == nil || rw.stream.Ended() {

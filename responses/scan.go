@@ -35,6 +35,8 @@ type scanner struct {
 	i    int
 	err  error
 	slow bool
+	// key is where the key of the member being read starts.
+	key int
 }
 
 func (s *scanner) ws() {
@@ -116,7 +118,7 @@ func (s *scanner) value() []byte {
 		for s.i < len(s.b) && bytes.IndexByte([]byte(",]} \n\t\r"), s.b[s.i]) < 0 {
 			s.i++
 		}
-		if !json.Valid(s.b[start:s.i]) {
+		if lit := s.b[start:s.i]; string(lit) != "null" && string(lit) != "true" && string(lit) != "false" && !number(lit) {
 			s.fail()
 		}
 	}
@@ -124,6 +126,42 @@ func (s *scanner) value() []byte {
 		return nil
 	}
 	return s.b[start:s.i]
+}
+
+// number reports whether b is a JSON number.
+func number(b []byte) bool {
+	i := 0
+	if i < len(b) && b[i] == '-' {
+		i++
+	}
+	digits := func() int {
+		n := 0
+		for i < len(b) && '0' <= b[i] && b[i] <= '9' {
+			i, n = i+1, n+1
+		}
+		return n
+	}
+	if i < len(b) && b[i] == '0' {
+		i++
+	} else if digits() == 0 {
+		return false
+	}
+	if i < len(b) && b[i] == '.' {
+		i++
+		if digits() == 0 {
+			return false
+		}
+	}
+	if i < len(b) && (b[i] == 'e' || b[i] == 'E') {
+		i++
+		if i < len(b) && (b[i] == '+' || b[i] == '-') {
+			i++
+		}
+		if digits() == 0 {
+			return false
+		}
+	}
+	return i == len(b)
 }
 
 // object reads an object, calling field with each key (raw, without
@@ -135,12 +173,19 @@ func (s *scanner) object(field func(key []byte)) {
 		return
 	}
 	s.i++
-	for first := true; s.err == nil; first = false {
-		s.ws()
-		if s.i < len(s.b) && s.b[s.i] == '}' && first {
-			s.i++
-			return
-		}
+	s.ws()
+	if s.i < len(s.b) && s.b[s.i] == '}' {
+		s.i++
+		return
+	}
+	s.members(field)
+}
+
+// members reads the members of an object from s.i, where a key starts,
+// to its closing brace.
+func (s *scanner) members(field func(key []byte)) {
+	for s.err == nil {
+		s.key = s.i
 		k := s.str()
 		s.ws()
 		if s.err != nil || s.i >= len(s.b) || s.b[s.i] != ':' {
@@ -156,6 +201,7 @@ func (s *scanner) object(field func(key []byte)) {
 		if !s.next('}') {
 			return
 		}
+		s.ws()
 	}
 }
 
@@ -210,45 +256,40 @@ func (s *scanner) skip(key []byte, known ...string) {
 }
 
 // scanChunk reads the fields of a chunk, with encoding/json when the
-// chunk holds what the scanner does not compare.
-func scanChunk(data []byte) (chunkFields, error) {
+// chunk holds what the scanner does not compare. head is what the
+// members before "choices" were in the chunk of the stream that learned
+// it: chunks of one stream repeat them (id, object, created, model), so a
+// chunk that starts with the same bytes is read from "choices" on. It is
+// learned when empty.
+func scanChunk(data []byte, head *[]byte) (chunkFields, error) {
 	var f chunkFields
 	s := &scanner{b: data}
-	s.object(func(key []byte) {
+	learn := head != nil && len(*head) == 0
+	fields := func(key []byte) {
 		switch string(key) {
 		case "choices":
-			if f.calls != nil || f.content != nil || f.reasoning != nil || f.finish != nil {
-				s.slow = true // a second choices: encoding/json keeps the last
+			if learn && !s.slow {
+				*head = bytes.Clone(data[:s.key])
 			}
-			first := true
-			s.array(func() {
-				if !first {
-					s.value()
-					return
-				}
-				first = false
-				s.object(func(key []byte) { f.choice(s, key) })
-			})
+			f.choices(s)
 		case "usage":
 			f.usage = s.value()
 		case "error":
 			f.err = s.value()
 		case "phasegate":
-			s.object(func(key []byte) {
-				if string(key) != "usage_estimated" {
-					s.skip(key, "usage_estimated")
-					return
-				}
-				v := s.value()
-				if string(v) != "true" && string(v) != "false" && string(v) != "null" {
-					s.slow = true
-				}
-				f.estimated = string(v) == "true"
-			})
+			f.phasegate(s)
 		default:
 			s.skip(key, "choices", "usage", "error", "phasegate")
+			return
 		}
-	})
+		learn = false
+	}
+	if head != nil && len(*head) > 0 && bytes.HasPrefix(data, *head) {
+		s.i = len(*head)
+		s.members(fields)
+	} else {
+		s.object(fields)
+	}
 	if s.err == nil {
 		s.ws()
 		if s.i != len(s.b) {
@@ -259,6 +300,37 @@ func scanChunk(data []byte) (chunkFields, error) {
 		return decodeChunk(data)
 	}
 	return f, nil
+}
+
+// choices reads the choices, the first one only.
+func (f *chunkFields) choices(s *scanner) {
+	if f.calls != nil || f.content != nil || f.reasoning != nil || f.finish != nil {
+		s.slow = true // a second choices: encoding/json keeps the last
+	}
+	first := true
+	s.array(func() {
+		if !first {
+			s.value()
+			return
+		}
+		first = false
+		s.object(func(key []byte) { f.choice(s, key) })
+	})
+}
+
+// phasegate reads the gateway's own member.
+func (f *chunkFields) phasegate(s *scanner) {
+	s.object(func(key []byte) {
+		if string(key) != "usage_estimated" {
+			s.skip(key, "usage_estimated")
+			return
+		}
+		v := s.value()
+		if string(v) != "true" && string(v) != "false" && string(v) != "null" {
+			s.slow = true
+		}
+		f.estimated = string(v) == "true"
+	})
 }
 
 // choice reads one field of the first choice.

@@ -23,12 +23,46 @@ func FuzzScanChunk(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		want, werr := decodeChunk(data)
-		got, gerr := scanChunk(data)
+		got, gerr := scanChunk(data, nil)
 		if werr != nil {
 			// A value of another type where the translation does not look
 			// (a second choice, a field it skips) may pass the scanner;
 			// malformed JSON never does.
 			if gerr == nil && !json.Valid(data) {
+				t.Fatalf("scan accepted malformed JSON (decode: %v)", werr)
+			}
+			return
+		}
+		if gerr != nil {
+			t.Fatalf("scan err %v on what decode reads", gerr)
+		}
+		opt := cmp.Comparer(func(a, b []byte) bool { return bytes.Equal(a, b) })
+		if d := cmp.Diff(want, got, cmp.AllowUnexported(chunkFields{}, callDelta{}), opt); d != "" {
+			t.Fatalf("scan differs from decode (-decode +scan):\n%s", d)
+		}
+	})
+}
+
+// A chunk read with the head another chunk taught reads as encoding/json
+// reads it, whatever the two chunks are.
+func FuzzScanChunkHead(f *testing.F) {
+	a := `{"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":"Hi"},"finish_reason":null}]}`
+	for _, b := range []string{
+		`{"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":"there"},"finish_reason":null}]}`,
+		`{"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[],"usage":{"prompt_tokens":1}}`,
+		`{"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{},"finish_reason":"stop"}],"phasegate":{"usage_estimated":true}}`,
+		`{"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":{}}`,
+		`{"id":"d","choices":[]}`,
+	} {
+		f.Add([]byte(a), []byte(b))
+	}
+	f.Fuzz(func(t *testing.T, a, b []byte) {
+		var head []byte
+		_, _ = scanChunk(a, &head)
+		want, werr := decodeChunk(b)
+		got, gerr := scanChunk(b, &head)
+		if werr != nil {
+			if gerr == nil && !json.Valid(b) {
 				t.Fatalf("scan accepted malformed JSON (decode: %v)", werr)
 			}
 			return

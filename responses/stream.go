@@ -23,6 +23,9 @@ type Stream struct {
 	calls  map[int]int
 	finish string
 	ended  bool
+	// head is what the chunks of the stream repeat before "choices" (see
+	// scanChunk).
+	head []byte
 }
 
 // NewStream returns the translator of the stream that builds r.
@@ -98,7 +101,7 @@ func inner(raw json.RawMessage) []byte {
 // Chunk appends the events of one chunk's data. An in-band error (data
 // holding "error") ends the stream as Fail does.
 func (s *Stream) Chunk(dst, data []byte) ([]byte, error) {
-	c, err := scanChunk(data)
+	c, err := scanChunk(data, &s.head)
 	if err != nil {
 		return dst, fmt.Errorf("decode chunk: %w", err)
 	}
