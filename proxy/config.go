@@ -193,6 +193,9 @@ type Config struct {
 	RateLimits RateLimits
 	// Resume is how resumable streams are kept.
 	Resume Resume
+	// ResponsesTTL is how long a stored response of the Responses API is
+	// kept (RESPONSES_TTL). Default DefaultResponsesTTL.
+	ResponsesTTL time.Duration
 	// SeparateAdmin serves /metrics and /debug/ only through
 	// Handler.Admin, for a listener of their own (ADMIN_LISTEN_ADDR); the
 	// client routes then answer 404 for them.
@@ -323,6 +326,9 @@ func (c Config) WithDefaults() Config {
 	if c.Resume.MemoryBytes == 0 {
 		c.Resume.MemoryBytes = DefaultResumeMemoryBytes
 	}
+	if c.ResponsesTTL == 0 {
+		c.ResponsesTTL = DefaultResponsesTTL
+	}
 	return c
 }
 
@@ -421,7 +427,7 @@ func (c Config) validateBounds(field func(name, format string, args ...any)) {
 		field("MaxInflightBytes", "must be at least %d times the largest body accepted (%d bytes): a body of the largest size could never be served", InflightFactor, c.MaxBodyBytes)
 	}
 	for name, d := range map[string]time.Duration{"Timeouts.Connect": c.Timeouts.Connect, "Timeouts.FirstByte": c.Timeouts.FirstByte, "Timeouts.Idle": c.Timeouts.Idle,
-		"Timeouts.Request": c.Timeouts.Request, "Timeouts.Body": c.Timeouts.Body, "Resume.TTL": c.Resume.TTL, "Retry.Base": c.Retry.Base, "Retry.MaxWait": c.Retry.MaxWait} {
+		"Timeouts.Request": c.Timeouts.Request, "Timeouts.Body": c.Timeouts.Body, "Resume.TTL": c.Resume.TTL, "ResponsesTTL": c.ResponsesTTL, "Retry.Base": c.Retry.Base, "Retry.MaxWait": c.Retry.MaxWait} {
 		if d < 0 {
 			field(name, "must not be negative")
 		}

@@ -12,6 +12,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -117,6 +118,9 @@ type Options struct {
 	// replicas (store.RedisStreams), the handler watches their cancels
 	// until Close.
 	Streams EventLog
+	// Responses keeps the responses of the Responses API that ask to be
+	// stored; nil keeps them in this process (store.MemoryResponses).
+	Responses ResponseStore
 	// Redactor removes secrets from everything that leaves the gateway:
 	// responses (exitWriter), in-band errors, comments, logs and /debug.
 	// Nil redacts the credentials of the Config (providers' keys, client
@@ -142,6 +146,7 @@ type Handler struct {
 	allow    []passRule // the pass-through allowlist (PASSTHROUGH_ENDPOINTS)
 	limiter  Limiter
 	streams  EventLog
+	stored   ResponseStore // the stored responses of the Responses API
 	running  running
 	// stopWatch ends the watch of other replicas' cancels; watched is
 	// closed when it has ended. Both nil when there is none.
@@ -200,6 +205,7 @@ func New(cfg Config, opts Options) (*Handler, error) {
 		allow:    passRules(cfg.PassThrough),
 		limiter:  opts.Limiter,
 		streams:  opts.Streams,
+		stored:   opts.Responses,
 		recent:   opts.Recent,
 		redactor: red,
 		forward:  canonicalKeys(cfg.ForwardHeaders),
@@ -316,12 +322,13 @@ func (h *Handler) chatRoutes(e *gin.Engine) {
 	} {
 		g := e.Group(r.prefix, h.authorize)
 		route := r.route
-		serve := append(r.chain, func(c *gin.Context) { h.serveChat(c, route) })
+		serve := append(slices.Clone(r.chain), func(c *gin.Context) { h.serveChat(c.Writer, c.Request, route) })
 		models := func(c *gin.Context) { h.serveModels(c.Writer, c.Request) }
 		for _, slash := range []string{"", "/"} {
 			g.POST("/chat/completions"+slash, serve...)
 			g.GET("/models"+slash, models)
 		}
+		h.responsesRoutes(g, route, r.chain)
 	}
 }
 
@@ -375,8 +382,8 @@ func (h *Handler) recover(c *gin.Context) {
 // prepare (read, parse, decide the protocol, repair for thinking mode),
 // fit (to the context window), serve (the strategy, its events written to
 // the client, a fallback for the guard's own failures).
-func (h *Handler) serveChat(g *gin.Context, route string) {
-	c := &chatRequest{h: h, w: g.Writer, r: g.Request, start: time.Now(), id: g.GetHeader("X-Request-Id"), route: route}
+func (h *Handler) serveChat(w http.ResponseWriter, r *http.Request, route string) {
+	c := &chatRequest{h: h, w: w, r: r, start: time.Now(), id: r.Header.Get("X-Request-Id"), route: route}
 	c.log = h.log.With("request_id", c.id)
 	// Until the request is parsed, it counts under the protocol its
 	// route would serve it with.
@@ -384,7 +391,7 @@ func (h *Handler) serveChat(g *gin.Context, route string) {
 	if route == ProtocolTwoStage || route == protocolDefault && h.deflt == ProtocolTwoStage {
 		c.strategy = h.twoStage
 	}
-	ctx := g.Request.Context()
+	ctx := r.Context()
 	if h.otel != nil {
 		ctx = c.startTrace(ctx)
 	}

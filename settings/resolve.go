@@ -266,6 +266,7 @@ func (r *resolver) proxyConfig(separateAdmin bool) proxy.Config {
 		SeparateAdmin:  separateAdmin,
 		RateLimits:     r.rateLimits(),
 		Resume:         proxy.Resume{All: r.boolean(ResumableStreams), TTL: r.dur(ResumeTTL), MaxBytes: int64(r.num(ResumeMaxBytes)), MemoryBytes: int64(r.num(ResumeMemoryBytes))},
+		ResponsesTTL:   r.dur(ResponsesTTL),
 		TrustedProxies: list(r.v[TrustedProxies].Raw),
 		ForwardHeaders: list(r.v[ForwardHeaders].Raw),
 		GuardMode:      protocol.Mode(r.choice(GuardMode)),

@@ -201,6 +201,7 @@ var fieldSettings = map[string]*Setting{
 	"Resume.TTL":                 ResumeTTL,
 	"Resume.MaxBytes":            ResumeMaxBytes,
 	"Resume.MemoryBytes":         ResumeMemoryBytes,
+	"ResponsesTTL":               ResponsesTTL,
 }
 
 // proxyErrors names the setting of each field the proxy found wrong, as

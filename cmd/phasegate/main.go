@@ -348,6 +348,7 @@ func openShared(ctx context.Context, o options, log *slog.Logger, opts *proxy.Op
 	}
 	opts.Limiter = store.NewRedisLimiter(r)
 	opts.Streams = store.NewRedisStreams(r, o.Proxy.WithDefaults().Resume.TTL)
+	opts.Responses = store.NewRedisResponses(r, o.Proxy.WithDefaults().ResponsesTTL, proxy.DefaultResponsesMemoryBytes)
 	return func() { _ = r.Close() }, nil
 }
 

@@ -42,9 +42,11 @@ after(async () => {
   if (gateway) assert.deepEqual(stopped, { code: 0, signal: null }, `gateway exit after SIGTERM; logs:\n${gateway.logs()}`);
 });
 
-/** The one example of lang that talks to the gateway, pointed at the gateway under test. */
-function example(lang) {
-  const found = (examples[lang] ?? []).filter((code) => code.includes(readmeURL));
+/** The one example of lang that talks to the gateway's chat route (or, with
+ * responses set, its Responses API), pointed at the gateway under test. */
+function example(lang, responses = false) {
+  const isResponses = (code) => /\/v1\/responses|\.responses\./.test(code);
+  const found = (examples[lang] ?? []).filter((code) => code.includes(readmeURL) && isResponses(code) === responses);
   assert.equal(found.length, 1, `want one ${lang} example calling ${readmeURL} on the README's first screens, found ${found.length}`);
   return found[0].replaceAll(readmeURL, gateway.root);
 }
@@ -96,4 +98,18 @@ test('the Go example prints the answer', () => {
   writeFileSync(path.join(dir, 'main.go'), example('go'));
   const out = runs(goCommand(), ['run', '.'], { cwd: dir, env: { ...process.env, CGO_ENABLED: '0' } });
   assert.match(out, helloAnswer);
+});
+
+test('the Responses curl example answers with a response object', () => {
+  const r = JSON.parse(runs('bash', ['-c', example('sh', true)]));
+  assert.equal(r.object, 'response');
+  assert.equal(r.status, 'completed');
+  assert.match(JSON.stringify(r.output), helloAnswer);
+});
+
+test('the Node Responses example continues a stored response', () => {
+  const file = path.join(workDir, 'responses.mjs');
+  writeFileSync(file, example('js', true));
+  const out = runs(process.execPath, [file], { cwd: path.join(import.meta.dirname, '..'), env: { PATH: process.env.PATH ?? '' } });
+  assert.match(out, /You said: And again/);
 });

@@ -1,0 +1,60 @@
+package proxy_test
+
+// What the Responses door costs over the chat route, through the real
+// router on loopback:
+//
+//	go test ./proxy -run '^$' -bench '^BenchmarkResponsesStream$' -benchtime 2000x -count 5
+
+import (
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/phasegate/phasegate/protocol"
+	"github.com/phasegate/phasegate/proxy"
+	"github.com/phasegate/phasegate/proxy/proxytest"
+	"github.com/phasegate/phasegate/sim"
+)
+
+// BenchmarkResponsesStream serves the same guarded 200-chunk stream (150
+// text chunks, then a call in 48 argument fragments) to a chat client on
+// /v1/chat/completions and to a Responses client on /v1/responses, store
+// on, and reports the CPU time of the whole process per request: the
+// ratio of the two is what the translation costs.
+func BenchmarkResponsesStream(b *testing.B) {
+	s := sim.NewStream(testModel).Role()
+	for i := range 150 {
+		s.Content("word" + strings.Repeat("y", i%5) + " ")
+	}
+	args := []string{`{"path":"`}
+	for range 46 {
+		args = append(args, `src/a`)
+	}
+	reply := s.ToolCall(0, "call_1", "read_file", append(args, `.go"}`)...).Finish("tool_calls").Usage(40, 200, nil).Done().Reply()
+	const params = `{"type":"object","properties":{"path":{"type":"string"}},"required":["path"]}`
+	bodies := map[string]string{
+		"chat": `{"model":"` + testModel + `","stream":true,"stream_options":{"include_usage":true},"messages":[{"role":"user","content":"Read a.go."}],` +
+			`"tools":[{"type":"function","function":{"name":"read_file","parameters":` + params + `}}]}`,
+		"responses": `{"model":"` + testModel + `","stream":true,"input":"Read a.go.","tools":[{"type":"function","name":"read_file","parameters":` + params + `}]}`,
+	}
+	paths := map[string]string{"chat": "/v1/chat/completions", "responses": "/v1/responses"}
+	for _, door := range []string{"chat", "responses"} {
+		b.Run(door, func(b *testing.B) {
+			_, usrv := proxytest.NewServer(b, func(proxytest.Received) sim.Reply { return reply })
+			gw := serveGateway(b, config(usrv), proxy.Options{DefaultProtocol: proxy.ProtocolTwoStage, TwoStage: protocol.NewTwoStage(protocol.TwoStageConfig{}, nil)})
+			tr := http.DefaultTransport.(*http.Transport).Clone()
+			b.Cleanup(tr.CloseIdleConnections)
+			p := &benchPair{client: &http.Client{Transport: tr}}
+			url, body := gw.URL+paths[door], bodies[door]
+			p.roundTrip(b, url, body)
+			cpu0 := cpuTime(b)
+			b.ReportAllocs()
+			b.ResetTimer()
+			for range b.N {
+				p.roundTrip(b, url, body)
+			}
+			b.StopTimer()
+			b.ReportMetric(float64((cpuTime(b)-cpu0).Nanoseconds())/1e3/float64(b.N), "cpu-µs/req")
+		})
+	}
+}
