@@ -12,10 +12,12 @@ import path from 'node:path';
 import Ajv2020 from 'ajv/dist/2020.js';
 import addFormats from 'ajv-formats';
 
+import { sseEvents } from './recorder.mjs';
+
 const id = 'https://phasegate.invalid/responses.schema.json';
 const doc = JSON.parse(readFileSync(path.join(import.meta.dirname, '..', 'schemas', 'responses.schema.json'), 'utf8'));
 
-const ajv = new Ajv2020({ strict: false, allErrors: true, });
+const ajv = new Ajv2020({ strict: false, allErrors: true });
 addFormats(ajv);
 ajv.addFormat('unixtime', { type: 'number', validate: (n) => Number.isInteger(n) && n >= 0 });
 ajv.addSchema({ ...doc, $id: id });
@@ -90,4 +92,65 @@ export function assertSpec(name, value, what = name) {
     const shown = errors.slice(0, 12).join('\n  ');
     throw new Error(`${what} is not a valid ${name}:\n  ${shown}${errors.length > 12 ? `\n  (${errors.length - 12} more)` : ''}\n${JSON.stringify(value).slice(0, 2000)}`);
   }
+}
+
+const terminal = new Set(['response.completed', 'response.incomplete', 'response.failed', 'error']);
+
+/**
+ * Checks a streamed answer of POST /responses: every event has its event:
+ * line naming its type and data that is a valid ResponseStreamEvent, the
+ * sequence numbers increase, and the stream ends with one terminal event.
+ * Returns the events' data.
+ */
+export function assertEventStream(body, what) {
+  const events = sseEvents(body);
+  if (events.length === 0) throw new Error(`${what}: no events in ${JSON.stringify(body.slice(0, 500))}`);
+  let last = -1;
+  events.forEach(({ event, data }, i) => {
+    const at = `${what}, event ${i} (${event})`;
+    if (typeof data !== 'object' || data === null) throw new Error(`${at}: data is not a JSON object: ${JSON.stringify(data)}`);
+    if (event !== data.type) throw new Error(`${at}: event line ${JSON.stringify(event)}, data type ${JSON.stringify(data.type)}`);
+    assertSpec('ResponseStreamEvent', data, at);
+    if (!(Number.isInteger(data.sequence_number) && data.sequence_number > last)) {
+      throw new Error(`${at}: sequence_number ${data.sequence_number} after ${last}`);
+    }
+    last = data.sequence_number;
+    if (terminal.has(data.type) !== (i === events.length - 1)) {
+      throw new Error(`${at}: ${data.type} at ${i} of ${events.length}: one terminal event, last`);
+    }
+  });
+  return events.map((e) => e.data);
+}
+
+/**
+ * Checks one recorded exchange on a Responses API route against the
+ * specification: bodies of POST /responses and GET /responses/{id} are
+ * Responses, input_items a ResponseItemList, DELETE the deletion object,
+ * errors ErrorResponses, streams as assertEventStream says. Exchanges on
+ * other routes are not checked; returns whether this one was.
+ */
+export function assertExchange(x) {
+  const path = new URL(x.path, 'http://x').pathname.replace(/^\/(two-stage|standard)\//, '/');
+  if (!path.startsWith('/v1/responses')) return false;
+  const what = `${x.method} ${x.path} (${x.status})`;
+  if (x.contentType.startsWith('text/event-stream')) {
+    if (x.method !== 'POST' || x.status !== 200) throw new Error(`${what}: an event stream`);
+    assertEventStream(x.body, what);
+    return true;
+  }
+  let body;
+  try {
+    body = JSON.parse(x.body);
+  } catch {
+    throw new Error(`${what}: ${x.contentType} body is not JSON: ${JSON.stringify(x.body.slice(0, 500))}`);
+  }
+  if (x.status >= 400) assertSpec('ErrorResponse', body, what);
+  else if (x.method === 'DELETE') {
+    const id = path.split('/').pop();
+    if (JSON.stringify(body) !== JSON.stringify({ id, object: 'response', deleted: true })) {
+      throw new Error(`${what}: ${x.body}, want {"id":"${id}","object":"response","deleted":true}`);
+    }
+  } else if (path.endsWith('/input_items')) assertSpec('ResponseItemList', body, what);
+  else assertSpec('Response', body, what);
+  return true;
 }
