@@ -221,6 +221,50 @@ describe('openai SDK, responses.create and responses.stream', () => {
   });
 });
 
+describe('openai SDK through the gateway to the upstream double', () => {
+  const c = (scenario) => client(proxiedRec, 'v1', { 'X-Test-Scenario': scenario });
+
+  rtest('a tool call arrives byte for byte, streamed and not', async () => {
+    const res = await c('tool-call').responses.create({ model: 'e2e-model-a', input: 'Weather?', tools: [weatherTool] });
+    const [call] = calls(res);
+    assert.equal(call?.call_id, want.toolCall.id, JSON.stringify(res.output));
+    assert.equal(call.name, want.toolCall.name);
+    assert.equal(call.arguments, want.toolCall.arguments);
+    const stream = c('tool-call').responses.stream({ model: 'e2e-model-a', input: 'Weather?', tools: [weatherTool] });
+    let args = '';
+    for await (const event of stream) if (event.type === 'response.function_call_arguments.delta') args += event.delta;
+    assert.equal(args, want.toolCall.arguments);
+    assert.equal(calls(await stream.finalResponse())[0].arguments, want.toolCall.arguments);
+  });
+
+  rtest('reasoning_content comes back as a reasoning item', async () => {
+    const res = await c('reasoning').responses.create({ model: 'e2e-model-a', input: 'Check it.' });
+    const reasoning = res.output.find((item) => item.type === 'reasoning');
+    assert.ok(reasoning && JSON.stringify(reasoning).includes(want.reasoning), JSON.stringify(res.output));
+    assert.equal(res.output_text, want.reasoningAnswer);
+  });
+
+  rtest('an upstream 429 is the SDK RateLimitError, in the error shape', async () => {
+    await assert.rejects(c('rate-limit').responses.create({ model: 'e2e-model-a', input: 'hi' }), (err) => {
+      assert.equal(err.status, 429);
+      assert.equal(err.code, want.rateLimit.code);
+      return true;
+    });
+  });
+
+  rtest('a stream the upstream cuts does not end as completed', async () => {
+    const types = [];
+    let thrown;
+    try {
+      for await (const event of c('cut').responses.stream({ model: 'e2e-model-a', input: 'hi' })) types.push(event.type);
+    } catch (err) {
+      thrown = err;
+    }
+    assert.ok(!types.includes('response.completed'), `events: ${types}`);
+    assert.ok(thrown || ['response.failed', 'response.incomplete', 'error'].includes(types.at(-1)), `events: ${types}`);
+  });
+});
+
 /** The tools of the agent runs: each execution is counted. */
 function counter() {
   const runs = [];
