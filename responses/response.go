@@ -1,0 +1,234 @@
+package responses
+
+import (
+	"encoding/json"
+	"strconv"
+	"time"
+)
+
+// Response is a response object under construction: its identity, what
+// the request said (echoed in every rendering, as OpenAI does), its
+// output items and usage. It is owned by one request.
+type Response struct {
+	ID        string
+	CreatedAt int64
+	// echo is the request's fields as they are rendered, between commas.
+	echo   []byte
+	items  []*outItem
+	status string
+	// incomplete is the reason of an incomplete response.
+	incomplete string
+	errCode    string
+	errMessage string
+	usage      *Usage
+	estimated  bool
+	completed  int64
+}
+
+// outItem is one output item; text, args, name and callID hold JSON
+// string contents as the upstream escaped them, so text is never decoded
+// and re-encoded.
+type outItem struct {
+	typ    string // TypeMessage, TypeReasoning or TypeFunctionCall
+	id     string
+	status string
+	text   []byte
+	name   []byte // quoted
+	callID []byte // quoted
+	args   []byte
+}
+
+// NewResponse starts the response to r.
+func NewResponse(r *Request) *Response {
+	return &Response{ID: NewID("resp_"), CreatedAt: time.Now().Unix(), echo: echoOf(r), status: StatusInProgress}
+}
+
+// echoOf renders the request's fields a response repeats, with the
+// defaults OpenAI reports for those it did not send.
+func echoOf(r *Request) []byte {
+	e := struct {
+		Instructions       *string         `json:"instructions"`
+		MaxOutputTokens    *int            `json:"max_output_tokens"`
+		Metadata           json.RawMessage `json:"metadata"`
+		Model              string          `json:"model"`
+		ParallelToolCalls  bool            `json:"parallel_tool_calls"`
+		PreviousResponseID *string         `json:"previous_response_id"`
+		Reasoning          ReasoningParam  `json:"reasoning"`
+		Store              bool            `json:"store"`
+		Temperature        json.RawMessage `json:"temperature"`
+		Text               TextParam       `json:"text"`
+		ToolChoice         json.RawMessage `json:"tool_choice"`
+		Tools              []functionTool  `json:"tools"`
+		TopP               json.RawMessage `json:"top_p"`
+		Truncation         string          `json:"truncation"`
+		User               *string         `json:"user,omitempty"`
+	}{Instructions: r.Instructions, MaxOutputTokens: r.MaxOutputTokens, Metadata: orRaw(r.Metadata, "{}"), Model: r.Model,
+		ParallelToolCalls: r.ParallelToolCalls == nil || *r.ParallelToolCalls, Store: r.Stored(),
+		Temperature: orRaw(r.Temperature, "1"), ToolChoice: orRaw(r.ToolChoice, `"auto"`), Tools: r.tools,
+		TopP: orRaw(r.TopP, "1"), Truncation: "disabled"}
+	if r.PreviousResponseID != "" {
+		e.PreviousResponseID = &r.PreviousResponseID
+	}
+	if r.Reasoning != nil {
+		e.Reasoning = *r.Reasoning
+	}
+	e.Text.Format = json.RawMessage(`{"type":"text"}`)
+	if r.Text != nil && len(r.Text.Format) > 0 && !isNull(r.Text.Format) {
+		e.Text.Format = r.Text.Format
+	}
+	if r.User != "" {
+		e.User = &r.User
+	}
+	for i, t := range e.Tools {
+		e.Tools[i].Parameters, e.Tools[i].Strict = orRaw(t.Parameters, "null"), orRaw(t.Strict, "null")
+	}
+	b, _ := json.Marshal(e) // every field is valid JSON: decoded from the request
+	return b[1 : len(b)-1]
+}
+
+func orRaw(raw json.RawMessage, def string) json.RawMessage {
+	if len(raw) == 0 || isNull(raw) {
+		return json.RawMessage(def)
+	}
+	return raw
+}
+
+// Status is the response's status: in_progress until it ends.
+func (r *Response) Status() string { return r.status }
+
+// AppendJSON appends the response object as it stands.
+func (r *Response) AppendJSON(dst []byte) []byte {
+	dst = append(dst, `{"id":"`...)
+	dst = append(dst, r.ID...)
+	dst = append(dst, `","object":"response","created_at":`...)
+	dst = strconv.AppendInt(dst, r.CreatedAt, 10)
+	dst = append(dst, `,"status":"`...)
+	dst = append(dst, r.status...)
+	dst = append(dst, `","completed_at":`...)
+	if r.completed > 0 {
+		dst = strconv.AppendInt(dst, r.completed, 10)
+	} else {
+		dst = append(dst, "null"...)
+	}
+	dst = append(dst, `,"error":`...)
+	if r.errCode != "" {
+		m, _ := json.Marshal(r.errMessage)
+		dst = append(append(append(append(dst, `{"code":"`...), r.errCode...), `","message":`...), m...)
+		dst = append(dst, '}')
+	} else {
+		dst = append(dst, "null"...)
+	}
+	dst = append(dst, `,"incomplete_details":`...)
+	if r.incomplete != "" {
+		dst = append(append(append(dst, `{"reason":"`...), r.incomplete...), `"}`...)
+	} else {
+		dst = append(dst, "null"...)
+	}
+	dst = append(append(dst, ','), r.echo...)
+	dst = append(dst, `,"output":[`...)
+	for i, it := range r.items {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = it.appendJSON(dst)
+	}
+	dst = append(dst, `],"usage":`...)
+	if r.usage != nil {
+		u, _ := json.Marshal(r.usage)
+		dst = append(dst, u...)
+	} else {
+		dst = append(dst, "null"...)
+	}
+	if r.estimated {
+		dst = append(dst, `,"phasegate":{"usage_estimated":true}`...)
+	}
+	return append(dst, '}')
+}
+
+// JSON returns the response object as it stands.
+func (r *Response) JSON() []byte { return r.AppendJSON(nil) }
+
+// Output returns the output items, as they are stored for later
+// requests.
+func (r *Response) Output() []Item {
+	out := make([]Item, 0, len(r.items))
+	for _, it := range r.items {
+		var item Item
+		if json.Unmarshal(it.appendJSON(nil), &item) == nil {
+			out = append(out, item)
+		}
+	}
+	return out
+}
+
+// appendJSON renders the item.
+func (it *outItem) appendJSON(dst []byte) []byte {
+	dst = append(append(append(dst, `{"id":"`...), it.id...), `","type":"`...)
+	dst = append(append(append(dst, it.typ...), `","status":"`...), it.status...)
+	switch it.typ {
+	case TypeMessage:
+		dst = append(dst, `","role":"assistant","content":[`...)
+		dst = appendTextPart(dst, it.text)
+		return append(dst, "]}"...)
+	case TypeReasoning:
+		dst = append(dst, `","summary":[],"content":[{"type":"reasoning_text","text":"`...)
+		return append(append(dst, it.text...), `"}]}`...)
+	default:
+		dst = append(append(append(dst, `","call_id":`...), it.callID...), `,"name":`...)
+		dst = append(append(append(dst, it.name...), `,"arguments":"`...), it.args...)
+		return append(dst, `"}`...)
+	}
+}
+
+func appendTextPart(dst, text []byte) []byte {
+	dst = append(dst, `{"type":"output_text","text":"`...)
+	return append(append(dst, text...), `","annotations":[],"logprobs":[]}`...)
+}
+
+// add opens an output item and returns its index.
+func (r *Response) add(it *outItem) int {
+	it.status = StatusInProgress
+	r.items = append(r.items, it)
+	return len(r.items) - 1
+}
+
+// end sets the final status of the response and of its open items:
+// completed, or incomplete with the reason a chat finish reason gives.
+func (r *Response) end(finish string) {
+	r.status, r.completed = StatusCompleted, time.Now().Unix()
+	switch finish {
+	case "length":
+		r.status, r.incomplete = StatusIncomplete, "max_output_tokens"
+	case "content_filter":
+		r.status, r.incomplete = StatusIncomplete, "content_filter"
+	}
+	for _, it := range r.items {
+		if it.status == StatusInProgress {
+			it.status = r.status
+		}
+	}
+	if r.status != StatusCompleted {
+		r.completed = 0
+	}
+}
+
+// fail marks the response failed with the Responses API's error code.
+func (r *Response) fail(status int, message string) {
+	r.status, r.errMessage, r.errCode = StatusFailed, message, "server_error"
+	if status == 429 {
+		r.errCode = "rate_limit_exceeded"
+	}
+	for _, it := range r.items {
+		if it.status == StatusInProgress {
+			it.status = StatusIncomplete
+		}
+	}
+}
+
+// setUsage records the usage of a chat completion (and whether the
+// gateway estimated it).
+func (r *Response) setUsage(raw json.RawMessage, estimated bool) {
+	if u := UsageOf(raw); u != nil {
+		r.usage, r.estimated = u, estimated
+	}
+}

@@ -1,0 +1,278 @@
+package responses
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"strconv"
+
+	"github.com/phasegate/phasegate/chat"
+)
+
+// Stream translates one chat completion stream into the Responses event
+// sequence. Each method appends the events it makes to dst, each with its
+// event: line and the next sequence_number, and returns it. It is owned
+// by one request.
+type Stream struct {
+	r   *Response
+	seq int
+	// open is the index of the message or reasoning item text goes to,
+	// -1 when none.
+	open int
+	// calls maps a chat tool call index to its output item.
+	calls  map[int]int
+	finish string
+	ended  bool
+}
+
+// NewStream returns the translator of the stream that builds r.
+func NewStream(r *Response) *Stream { return &Stream{r: r, open: -1} }
+
+// Response is the response the stream builds.
+func (s *Stream) Response() *Response { return s.r }
+
+// Ended reports that the stream's last event was made.
+func (s *Stream) Ended() bool { return s.ended }
+
+// event appends the head of an event of type typ, up to the comma after
+// its sequence_number; the caller appends the rest and closes it with
+// eventEnd.
+func (s *Stream) event(dst []byte, typ string) []byte {
+	dst = append(append(append(dst, "event: "...), typ...), "\ndata: {\"type\":\""...)
+	dst = append(append(dst, typ...), `","sequence_number":`...)
+	dst = strconv.AppendInt(dst, int64(s.seq), 10)
+	s.seq++
+	return dst
+}
+
+func eventEnd(dst []byte) []byte { return append(dst, "}\n\n"...) }
+
+// itemRef appends ,"item_id":…,"output_index":… of item i.
+func (s *Stream) itemRef(dst []byte, i int) []byte {
+	dst = append(append(append(dst, `,"item_id":"`...), s.r.items[i].id...), `","output_index":`...)
+	return strconv.AppendInt(dst, int64(i), 10)
+}
+
+// Start appends response.created and response.in_progress.
+func (s *Stream) Start(dst []byte) []byte {
+	for _, typ := range []string{"response.created", "response.in_progress"} {
+		dst = s.r.AppendJSON(append(s.event(dst, typ), `,"response":`...))
+		dst = eventEnd(dst)
+	}
+	return dst
+}
+
+// chunkView is what the translation reads of a chat.completion.chunk.
+type chunkView struct {
+	Choices []struct {
+		Delta struct {
+			Content          json.RawMessage `json:"content"`
+			ReasoningContent json.RawMessage `json:"reasoning_content"`
+			ToolCalls        []struct {
+				Index    int    `json:"index"`
+				ID       string `json:"id"`
+				Function struct {
+					Name      string          `json:"name"`
+					Arguments json.RawMessage `json:"arguments"`
+				} `json:"function"`
+			} `json:"tool_calls"`
+		} `json:"delta"`
+		FinishReason *string `json:"finish_reason"`
+	} `json:"choices"`
+	Usage     json.RawMessage `json:"usage"`
+	Phasegate *struct {
+		UsageEstimated bool `json:"usage_estimated"`
+	} `json:"phasegate"`
+	Error *chat.Error `json:"error"`
+}
+
+// inner returns the contents of the JSON string raw (without its
+// quotes), or nil when raw is not a non-empty string.
+func inner(raw json.RawMessage) []byte {
+	if len(raw) < 3 || raw[0] != '"' {
+		return nil
+	}
+	return raw[1 : len(raw)-1]
+}
+
+// Chunk appends the events of one chunk's data. An in-band error (data
+// holding "error") ends the stream as Fail does.
+func (s *Stream) Chunk(dst, data []byte) ([]byte, error) {
+	var c chunkView
+	if err := json.Unmarshal(data, &c); err != nil {
+		return dst, fmt.Errorf("decode chunk: %w", err)
+	}
+	if c.Error != nil {
+		return s.Fail(dst, c.Error), nil
+	}
+	if len(c.Choices) > 0 {
+		ch := &c.Choices[0]
+		if t := inner(ch.Delta.ReasoningContent); t != nil {
+			dst = s.text(dst, TypeReasoning, t)
+		}
+		if t := inner(ch.Delta.Content); t != nil {
+			dst = s.text(dst, TypeMessage, t)
+		}
+		for _, tc := range ch.Delta.ToolCalls {
+			dst = s.call(dst, tc.Index, tc.ID, tc.Function.Name, inner(tc.Function.Arguments))
+		}
+		if ch.FinishReason != nil {
+			s.finish = *ch.FinishReason
+		}
+	}
+	if len(c.Usage) > 0 {
+		s.r.setUsage(c.Usage, c.Phasegate != nil && c.Phasegate.UsageEstimated)
+	}
+	return dst, nil
+}
+
+// text appends the delta t to the open item of type typ, opening one
+// (and closing the other) when needed.
+func (s *Stream) text(dst []byte, typ string, t []byte) []byte {
+	if s.open < 0 || s.r.items[s.open].typ != typ {
+		dst = s.closeOpen(dst)
+		prefix := "msg_"
+		if typ == TypeReasoning {
+			prefix = "rs_"
+		}
+		s.open = s.r.add(&outItem{typ: typ, id: NewID(prefix)})
+		dst = s.itemAdded(dst, s.open)
+		dst = s.part(dst, "response.content_part.added", s.open)
+	}
+	it := s.r.items[s.open]
+	it.text = append(it.text, t...)
+	evt := "response.output_text.delta"
+	if typ == TypeReasoning {
+		evt = "response.reasoning_text.delta"
+	}
+	dst = s.itemRef(s.event(dst, evt), s.open)
+	dst = append(append(append(dst, `,"content_index":0,"delta":"`...), t...), '"')
+	if typ == TypeMessage {
+		dst = append(dst, `,"logprobs":[]`...)
+	}
+	return eventEnd(dst)
+}
+
+// part appends a content_part event of item i: its part as it stands.
+func (s *Stream) part(dst []byte, evt string, i int) []byte {
+	it := s.r.items[i]
+	dst = append(s.itemRef(s.event(dst, evt), i), `,"content_index":0,"part":`...)
+	if it.typ == TypeMessage {
+		dst = appendTextPart(dst, it.text)
+	} else {
+		dst = append(append(append(dst, `{"type":"reasoning_text","text":"`...), it.text...), `"}`...)
+	}
+	return eventEnd(dst)
+}
+
+func (s *Stream) itemAdded(dst []byte, i int) []byte {
+	dst = append(strconv.AppendInt(append(s.event(dst, "response.output_item.added"), `,"output_index":`...), int64(i), 10), `,"item":`...)
+	return eventEnd(s.r.items[i].appendJSON(dst))
+}
+
+// call appends the events of a tool call fragment of chat index idx.
+func (s *Stream) call(dst []byte, idx int, id, name string, args []byte) []byte {
+	i, ok := s.calls[idx]
+	if !ok {
+		dst = s.closeOpen(dst)
+		if s.calls == nil {
+			s.calls = make(map[int]int)
+		}
+		callID, _ := json.Marshal(id)
+		nm, _ := json.Marshal(name)
+		i = s.r.add(&outItem{typ: TypeFunctionCall, id: NewID("fc_"), callID: callID, name: nm})
+		s.calls[idx] = i
+		dst = s.itemAdded(dst, i)
+	}
+	if len(args) == 0 {
+		return dst
+	}
+	s.r.items[i].args = append(s.r.items[i].args, args...)
+	dst = s.itemRef(s.event(dst, "response.function_call_arguments.delta"), i)
+	return eventEnd(append(append(append(dst, `,"delta":"`...), args...), '"'))
+}
+
+// closeOpen ends the open message or reasoning item.
+func (s *Stream) closeOpen(dst []byte) []byte {
+	if s.open < 0 {
+		return dst
+	}
+	i := s.open
+	s.open = -1
+	return s.doneItem(dst, i)
+}
+
+// doneItem appends the .done events of item i, finishing it.
+func (s *Stream) doneItem(dst []byte, i int) []byte {
+	it := s.r.items[i]
+	if it.status == StatusInProgress {
+		it.status = StatusCompleted
+	}
+	switch it.typ {
+	case TypeFunctionCall:
+		dst = append(append(s.itemRef(s.event(dst, "response.function_call_arguments.done"), i), `,"name":`...), it.name...)
+		dst = eventEnd(append(append(append(dst, `,"arguments":"`...), it.args...), '"'))
+	default:
+		evt, tail := "response.output_text.done", `","logprobs":[]`
+		if it.typ == TypeReasoning {
+			evt, tail = "response.reasoning_text.done", `"`
+		}
+		dst = s.itemRef(s.event(dst, evt), i)
+		dst = eventEnd(append(append(append(dst, `,"content_index":0,"text":"`...), it.text...), tail...))
+		dst = s.part(dst, "response.content_part.done", i)
+	}
+	dst = append(strconv.AppendInt(append(s.event(dst, "response.output_item.done"), `,"output_index":`...), int64(i), 10), `,"item":`...)
+	return eventEnd(it.appendJSON(dst))
+}
+
+// End appends the end of a stream that finished: the open items done,
+// then response.completed, or response.incomplete when the model was cut
+// short. It does nothing once the stream ended.
+func (s *Stream) End(dst []byte) []byte {
+	if s.ended {
+		return dst
+	}
+	s.ended = true
+	var open []int
+	for i, it := range s.r.items {
+		if it.status == StatusInProgress {
+			open = append(open, i)
+		}
+	}
+	s.r.end(s.finish)
+	for _, i := range open {
+		dst = s.doneItem(dst, i)
+	}
+	s.open = -1
+	evt := "response.completed"
+	if s.r.status == StatusIncomplete {
+		evt = "response.incomplete"
+	}
+	return eventEnd(s.r.AppendJSON(append(s.event(dst, evt), `,"response":`...)))
+}
+
+// Fail appends the end of a stream that failed after it started: an
+// error event, then response.failed. It does nothing once the stream
+// ended.
+func (s *Stream) Fail(dst []byte, e *chat.Error) []byte {
+	if s.ended {
+		return dst
+	}
+	s.ended = true
+	s.r.fail(e.Status, e.Message)
+	dst = s.event(dst, "error")
+	code, _ := json.Marshal(e.Code)
+	param, _ := json.Marshal(e.Param)
+	msg, _ := json.Marshal(e.Message)
+	dst = append(append(append(dst, `,"code":`...), orNull(code)...), `,"message":`...)
+	dst = eventEnd(append(append(append(dst, msg...), `,"param":`...), orNull(param)...))
+	return eventEnd(s.r.AppendJSON(append(s.event(dst, "response.failed"), `,"response":`...)))
+}
+
+// orNull is b, or null for a value that is not a string or null.
+func orNull(b []byte) []byte {
+	if len(b) == 0 || (b[0] != '"' && !bytes.Equal(b, []byte("null"))) {
+		return []byte("null")
+	}
+	return b
+}
