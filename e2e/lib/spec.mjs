@@ -94,13 +94,16 @@ export function assertSpec(name, value, what = name) {
   }
 }
 
-const terminal = new Set(['response.completed', 'response.incomplete', 'response.failed', 'error']);
+// The events that end a stream: nothing follows them but, after an error
+// event, the response.failed that says the same.
+const ends = new Set(['response.completed', 'response.incomplete', 'response.failed']);
 
 /**
  * Checks a streamed answer of POST /responses: every event has its event:
  * line naming its type and data that is a valid ResponseStreamEvent, the
- * sequence numbers increase, and the stream ends with one terminal event.
- * Returns the events' data.
+ * sequence numbers increase, and the stream ends with response.completed,
+ * .incomplete or .failed, or an error event, and only there (an error event
+ * may be followed by response.failed). Returns the events' data.
  */
 export function assertEventStream(body, what) {
   const events = sseEvents(body);
@@ -115,9 +118,11 @@ export function assertEventStream(body, what) {
       throw new Error(`${at}: sequence_number ${data.sequence_number} after ${last}`);
     }
     last = data.sequence_number;
-    if (terminal.has(data.type) !== (i === events.length - 1)) {
-      throw new Error(`${at}: ${data.type} at ${i} of ${events.length}: one terminal event, last`);
-    }
+    const next = events[i + 1]?.data?.type;
+    const isLast = next === undefined;
+    if (ends.has(data.type) && !isLast) throw new Error(`${at}: ${next} after ${data.type}`);
+    if (data.type === 'error' && !isLast && next !== 'response.failed') throw new Error(`${at}: ${next} after an error event`);
+    if (isLast && !ends.has(data.type) && data.type !== 'error') throw new Error(`${at}: the stream ends with ${data.type}`);
   });
   return events.map((e) => e.data);
 }
