@@ -302,6 +302,8 @@ describe('OpenAI Agents SDK, the OpenAI provider (Responses API)', () => {
     const call = items.find((i) => i.type === 'function_call');
     assert.ok(call?.id && call.call_id && call.status, JSON.stringify(items));
     assert.ok(items.some((i) => i.type === 'function_call_output' && i.call_id === call.call_id), JSON.stringify(items));
+    assert.ok(bodies.every((b) => !('store' in b)), 'no store field: the default, true, holds');
+    assert.deepEqual(bodies[0].include, []);
     // Tools go out strict, with a $schema key inside their parameters.
     assert.equal(bodies[1].tools[0].strict, true);
     assert.ok('$schema' in bodies[1].tools[0].parameters, JSON.stringify(bodies[1].tools[0]));
@@ -341,6 +343,8 @@ describe("AI SDK, the default openai(model) provider (Responses API)", () => {
       assert.match(text, /Final answer \(simulated\)/);
       assert.equal(runs.length, 1, JSON.stringify(runs));
       assert.equal(bodies.length, 2);
+      assert.equal(bodies[0].tool_choice, 'auto');
+      assert.equal(bodies[0].input[0].content[0].type, 'input_text', JSON.stringify(bodies[0].input));
       const items = bodies[1].input;
       assert.ok(items.some((i) => i.type === 'item_reference'), `step 2 sends item references: ${JSON.stringify(items)}`);
       assert.ok(items.some((i) => i.type === 'function_call' && !i.id), JSON.stringify(items));
