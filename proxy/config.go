@@ -193,6 +193,9 @@ type Config struct {
 	RateLimits RateLimits
 	// Resume is how resumable streams are kept.
 	Resume Resume
+	// ResponsesTTL is how long a stored response of the Responses API is
+	// kept (RESPONSES_TTL). Default DefaultResponsesTTL.
+	ResponsesTTL time.Duration
 	// SeparateAdmin serves /metrics and /debug/ only through
 	// Handler.Admin, for a listener of their own (ADMIN_LISTEN_ADDR); the
 	// client routes then answer 404 for them.
@@ -408,6 +411,9 @@ func (c Config) validateBounds(bad func(format string, args ...any)) {
 	}
 	if c.Resume.TTL < 0 || c.Resume.MaxBytes < 0 || c.Resume.MemoryBytes < 0 {
 		bad("RESUME_TTL, RESUME_MAX_BYTES and RESUME_MEMORY_BYTES must not be negative")
+	}
+	if c.ResponsesTTL < 0 {
+		bad("RESPONSES_TTL must not be negative")
 	}
 	if c.Retry.Attempts < 0 {
 		bad("UPSTREAM_RETRIES must not be negative")

@@ -117,6 +117,9 @@ type Options struct {
 	// replicas (store.RedisStreams), the handler watches their cancels
 	// until Close.
 	Streams EventLog
+	// Responses keeps the responses of the Responses API that ask to be
+	// stored; nil keeps them in this process (store.MemoryResponses).
+	Responses ResponseStore
 	// Redactor removes secrets from everything that leaves the gateway:
 	// responses (exitWriter), in-band errors, comments, logs and /debug.
 	// Nil redacts the credentials of the Config (providers' keys, client
@@ -142,7 +145,9 @@ type Handler struct {
 	allow    []passRule // the pass-through allowlist (PASSTHROUGH_ENDPOINTS)
 	limiter  Limiter
 	streams  EventLog
-	running  running
+	// responses keeps the stored responses of the Responses API.
+	responses ResponseStore
+	running   running
 	// stopWatch ends the watch of other replicas' cancels; watched is
 	// closed when it has ended. Both nil when there is none.
 	stopWatch context.CancelFunc
@@ -220,6 +225,9 @@ func New(cfg Config, opts Options) (*Handler, error) {
 	if h.streams == nil {
 		h.streams = store.NewBoundedMemoryStreams(cfg.Resume.TTL, cfg.Resume.MemoryBytes)
 	}
+	if h.responses = opts.Responses; h.responses == nil {
+		h.responses = store.NewMemoryResponses(cfg.responsesTTL(), DefaultResponsesMemoryBytes)
+	}
 	if f, ok := h.streams.(followerCap); ok && f.MaxFollowers() > 0 {
 		h.followers = make(chan struct{}, f.MaxFollowers())
 	}
@@ -275,6 +283,7 @@ func (h *Handler) routes() *gin.Engine {
 		}
 	}
 	h.resumeRoutes(e)
+	h.responsesRoutes(e)
 	h.health(e)
 	if !h.cfg.SeparateAdmin {
 		h.adminRoutes(e)

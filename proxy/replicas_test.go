@@ -49,10 +49,11 @@ func replicaFollowing(t testing.TB, url string, cfg proxy.Config, followers int)
 	}
 	t.Cleanup(func() { _ = r.Close() })
 	h, err := proxy.New(cfg, proxy.Options{
-		Thinking: store.NewReasoning(r, 1<<20, time.Hour),
-		Limiter:  store.NewRedisLimiter(r),
-		Streams:  store.NewRedisStreams(r, time.Minute),
-		TwoStage: protocol.NewTwoStage(protocol.TwoStageConfig{}, nil),
+		Thinking:  store.NewReasoning(r, 1<<20, time.Hour),
+		Limiter:   store.NewRedisLimiter(r),
+		Streams:   store.NewRedisStreams(r, time.Minute),
+		TwoStage:  protocol.NewTwoStage(protocol.TwoStageConfig{}, nil),
+		Responses: store.NewRedisResponses(r, time.Hour, 1<<20),
 	})
 	if err != nil {
 		t.Fatalf("proxy.New: %v", err)

@@ -162,17 +162,26 @@ func (r *Response) Output() []Item {
 }
 
 // appendJSON renders the item.
-func (it *outItem) appendJSON(dst []byte) []byte {
+func (it *outItem) appendJSON(dst []byte) []byte { return it.appendItem(dst, true) }
+
+// appendItem renders the item; without parts, a message or reasoning
+// item has no content yet, as output_item.added announces it.
+func (it *outItem) appendItem(dst []byte, parts bool) []byte {
 	dst = append(append(append(dst, `{"id":"`...), it.id...), `","type":"`...)
 	dst = append(append(append(dst, it.typ...), `","status":"`...), it.status...)
 	switch it.typ {
 	case TypeMessage:
 		dst = append(dst, `","role":"assistant","content":[`...)
-		dst = appendTextPart(dst, it.text)
+		if parts {
+			dst = appendTextPart(dst, it.text)
+		}
 		return append(dst, "]}"...)
 	case TypeReasoning:
-		dst = append(dst, `","summary":[],"content":[{"type":"reasoning_text","text":"`...)
-		return append(append(dst, it.text...), `"}]}`...)
+		dst = append(dst, `","summary":[],"content":[`...)
+		if parts {
+			dst = append(append(append(dst, `{"type":"reasoning_text","text":"`...), it.text...), `"}`...)
+		}
+		return append(dst, "]}"...)
 	default:
 		dst = append(append(append(dst, `","call_id":`...), it.callID...), `,"name":`...)
 		dst = append(append(append(dst, it.name...), `,"arguments":"`...), it.args...)

@@ -167,7 +167,7 @@ func (s *Stream) part(dst []byte, evt string, i int) []byte {
 
 func (s *Stream) itemAdded(dst []byte, i int) []byte {
 	dst = append(strconv.AppendInt(append(s.event(dst, "response.output_item.added"), `,"output_index":`...), int64(i), 10), `,"item":`...)
-	return eventEnd(s.r.items[i].appendJSON(dst))
+	return eventEnd(s.r.items[i].appendItem(dst, false))
 }
 
 // call appends the events of a tool call fragment of chat index idx.

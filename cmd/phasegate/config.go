@@ -124,6 +124,7 @@ var settings = []setting{
 	{env: "RESUME_TTL", def: proxy.DefaultResumeTTL.String(), kind: kindDuration, help: "how long the events of a resumable stream are kept after its last"},
 	{env: "RESUME_MAX_BYTES", def: strconv.Itoa(proxy.DefaultResumeMaxBytes), kind: kindInt, min: 1, help: "bound on the events kept of one resumable stream, in bytes; a stream whose client left is ended there"},
 	{env: "RESUME_MEMORY_BYTES", def: strconv.Itoa(proxy.DefaultResumeMemoryBytes), kind: kindInt, min: 1, help: "bound on the events kept of all resumable streams together without Redis, in bytes; past it the logs of ended streams are forgotten first, then streams are served without resume"},
+	{env: "RESPONSES_TTL", def: proxy.DefaultResponsesTTL.String(), kind: kindDuration, help: "how long a stored response of the Responses API (store: true, the default) is kept for previous_response_id, item_reference and GET /v1/responses/{id}"},
 	{env: "CONTEXT_WINDOW", def: "0", kind: kindInt, help: "context window in tokens of every model, overriding the built-in and configured windows; 0 keeps them"},
 	{env: "HISTORY_WINDOW", def: "0", kind: kindInt, help: "keep at most the last N non-system messages of every history (whole tool-call units); 0 keeps all that fit"},
 	{env: "TOOL_RESULT_MAX_TOKENS", def: "16384", kind: kindInt, help: "when a history does not fit, tool results longer than this are shortened in the middle first; 0 never shortens"},
@@ -1047,6 +1048,7 @@ func (r *resolver) proxyConfig(o *options) proxy.Config {
 		},
 		Resume: proxy.Resume{All: r.boolean("RESUMABLE_STREAMS"), TTL: r.dur("RESUME_TTL"), MaxBytes: int64(r.num("RESUME_MAX_BYTES")),
 			MemoryBytes: int64(r.num("RESUME_MEMORY_BYTES"))},
+		ResponsesTTL: r.dur("RESPONSES_TTL"),
 	}
 	pc.TrustedProxies = list(v["TRUSTED_PROXIES"].raw)
 	pc.ForwardHeaders = list(v["FORWARD_HEADERS"].raw)

@@ -335,6 +335,7 @@ func openShared(ctx context.Context, o options, log *slog.Logger, opts *proxy.Op
 	}
 	opts.Limiter = store.NewRedisLimiter(r)
 	opts.Streams = store.NewRedisStreams(r, o.proxy.WithDefaults().Resume.TTL)
+	opts.Responses = store.NewRedisResponses(r, o.proxy.ResponsesTTLOrDefault(), proxy.DefaultResponsesMemoryBytes)
 	return func() { _ = r.Close() }, nil
 }
 

@@ -1,0 +1,323 @@
+package proxy
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/phasegate/phasegate/chat"
+	"github.com/phasegate/phasegate/responses"
+	"github.com/phasegate/phasegate/store"
+)
+
+// ResponseStore keeps the records of the Responses API by key
+// (store.MemoryResponses, or store.RedisResponses shared by replicas).
+// Get and Delete answer store.ErrNotFound for a key they do not hold.
+type ResponseStore interface {
+	Put(ctx context.Context, key string, val []byte) error
+	Get(ctx context.Context, key string) ([]byte, error)
+	Delete(ctx context.Context, key string) error
+}
+
+// Defaults of the stored responses.
+const (
+	// DefaultResponsesTTL is RESPONSES_TTL's default: a week, long enough
+	// for a conversation picked up after a weekend, short enough that the
+	// gateway is not an archive of its clients' conversations (OpenAI keeps
+	// them 30 days; a client that needs that long sends its history).
+	DefaultResponsesTTL = store.DefaultResponsesTTL
+	// DefaultResponsesMemoryBytes bounds the records kept in all, in this
+	// process or on Redis: past it the oldest go first.
+	DefaultResponsesMemoryBytes = 256 << 20
+)
+
+// ResponsesTTLOrDefault is ResponsesTTL, or its default when 0.
+func (c Config) ResponsesTTLOrDefault() time.Duration { return c.responsesTTL() }
+
+// responsesTTL is RESPONSES_TTL, or its default.
+func (c *Config) responsesTTL() time.Duration {
+	if c.ResponsesTTL == 0 {
+		return DefaultResponsesTTL
+	}
+	return c.ResponsesTTL
+}
+
+// record is what is stored of a response: the response object and its
+// whole input (the history a previous_response_id brought included), so
+// that the next turn's history is Input followed by the response's
+// output.
+type record struct {
+	Response json.RawMessage  `json:"response"`
+	Input    []responses.Item `json:"input"`
+}
+
+var errResponsesUnavailable = &chat.Error{Status: http.StatusServiceUnavailable, Type: chat.TypeServer, Code: "store_unavailable",
+	Message: "the store of responses is not available; retry, or send the history as input with store: false"}
+
+// responsesRoutes serves the Responses API beside each chat route.
+func (h *Handler) responsesRoutes(e *gin.Engine) {
+	for prefix, proto := range map[string]string{"": protocolDefault, "/standard": ProtocolStandard, "/two-stage": ProtocolTwoStage} {
+		for _, slash := range []string{"", "/"} {
+			e.POST(prefix+"/v1/responses"+slash, h.authorize, func(c *gin.Context) { h.serveResponses(c.Writer, c.Request, proto) })
+		}
+		e.GET(prefix+"/v1/responses/:id", h.authorize, func(c *gin.Context) { h.getResponse(c.Writer, c.Request, c.Param("id")) })
+		e.DELETE(prefix+"/v1/responses/:id", h.authorize, func(c *gin.Context) { h.deleteResponse(c.Writer, c.Request, c.Param("id")) })
+		e.GET(prefix+"/v1/responses/:id/input_items", h.authorize, func(c *gin.Context) { h.inputItems(c.Writer, c.Request, c.Param("id")) })
+	}
+}
+
+// responsesOwner is who may read what a request stores: its client key
+// when the gateway has client keys, else the bearer token the client
+// sent (its own upstream key), else anyone ("").
+func (h *Handler) responsesOwner(r *http.Request) string {
+	if o := h.owner(r); o != "" {
+		return o
+	}
+	if token, ok := cutBearer(r.Header.Get("Authorization")); ok {
+		d := sha256.Sum256([]byte(token))
+		return "t" + hex.EncodeToString(d[:12])
+	}
+	return ""
+}
+
+func responseKey(owner, id string) string { return "resp:" + owner + ":" + id }
+func itemKey(owner, id string) string     { return "item:" + owner + ":" + id }
+
+// serveResponses serves POST /v1/responses: the request translated into
+// a chat completion request, served by the chat pipeline of proto (the
+// same auth, limits, fit, guard, retries, metrics and traces), its
+// answer translated back as it is written.
+func (h *Handler) serveResponses(w http.ResponseWriter, r *http.Request, proto string) {
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		writeJSONError(w, chat.AsError(err))
+		return
+	}
+	req, err := responses.ParseRequest(body)
+	if err != nil {
+		writeJSONError(w, chat.AsError(err))
+		return
+	}
+	owner := h.responsesOwner(r)
+	input, own, err := h.resolveInput(r.Context(), owner, req)
+	if err != nil {
+		writeJSONError(w, chat.AsError(err))
+		return
+	}
+	p := h.cfg.provider(req.Model)
+	chatBody, err := responses.ChatBody(req, input, responses.Target{DeepSeek: p.Name == thinkingProvider || p.Simulated})
+	if err != nil {
+		writeJSONError(w, chat.AsError(err))
+		return
+	}
+	rw := newResponsesWriter(w, responses.NewResponse(req))
+	if req.Stored() {
+		rw.onEnd = func(resp *responses.Response) { h.storeResponse(r.Context(), owner, resp, input, own) }
+	}
+	cr := r.Clone(r.Context())
+	cr.Body, cr.ContentLength = io.NopCloser(bytes.NewReader(chatBody)), int64(len(chatBody))
+	// A resumable stream's log holds chat chunks, which a Responses client
+	// could not read back: this door's streams are not resumable.
+	cr.Header.Set("X-Phasegate-Resumable", "false")
+	h.serveChat(rw, cr, proto)
+	rw.close()
+}
+
+// resolveInput is the request's input with the stored history of its
+// previous response before it and its item references resolved; the
+// request's own items start at own.
+func (h *Handler) resolveInput(ctx context.Context, owner string, req *responses.Request) (input []responses.Item, own int, err error) {
+	if id := req.PreviousResponseID; id != "" {
+		rec, err := h.record(ctx, owner, id)
+		if errors.Is(err, store.ErrNotFound) {
+			return nil, 0, responses.NotFound("previous_response_id", "Previous response", id)
+		}
+		if err != nil {
+			return nil, 0, err
+		}
+		var resp struct {
+			Output []responses.Item `json:"output"`
+		}
+		if err := json.Unmarshal(rec.Response, &resp); err != nil {
+			return nil, 0, errResponsesUnavailable
+		}
+		input = append(append(input, rec.Input...), resp.Output...)
+	}
+	own = len(input)
+	refs := make(map[string]responses.Item)
+	for _, id := range req.References() {
+		b, err := h.responses.Get(ctx, itemKey(owner, id))
+		if errors.Is(err, store.ErrNotFound) {
+			continue // Resolve names it
+		}
+		var it responses.Item
+		if err != nil || json.Unmarshal(b, &it) != nil {
+			h.log.Warn("store of responses failed", "error", err)
+			return nil, 0, errResponsesUnavailable
+		}
+		refs[id] = it
+	}
+	items, err := responses.Resolve(req.Items(), refs)
+	if err != nil {
+		return nil, 0, err
+	}
+	return append(input, items...), own, nil
+}
+
+// record reads the stored record of response id.
+func (h *Handler) record(ctx context.Context, owner, id string) (*record, error) {
+	b, err := h.responses.Get(ctx, responseKey(owner, id))
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, err
+	}
+	var rec record
+	if err == nil {
+		err = json.Unmarshal(b, &rec)
+	}
+	if err != nil {
+		h.log.Warn("store of responses failed", "error", err)
+		return nil, errResponsesUnavailable
+	}
+	return &rec, nil
+}
+
+// storeResponse keeps a response and its input, and indexes the items an
+// item_reference may name: its output, and the request's own input items
+// (input[own:]; the history a previous response brought was indexed
+// when it was stored). It runs before the response's last event is
+// written, so a client that sends the next turn at once finds it. A
+// failure is logged: the answer stands, only a later reference to it
+// fails.
+func (h *Handler) storeResponse(ctx context.Context, owner string, resp *responses.Response, input []responses.Item, own int) {
+	ctx = context.WithoutCancel(ctx)
+	for i := range input {
+		if input[i].ID == "" && input[i].Type != responses.TypeItemReference {
+			input[i].ID = responses.NewID("item_")
+		}
+	}
+	b, err := json.Marshal(record{Response: resp.JSON(), Input: input})
+	if err == nil {
+		err = h.responses.Put(ctx, responseKey(owner, resp.ID), b)
+	}
+	for _, it := range append(resp.Output(), input[own:]...) {
+		if err != nil {
+			break
+		}
+		var ib []byte
+		if ib, err = json.Marshal(it); err == nil {
+			err = h.responses.Put(ctx, itemKey(owner, it.ID), ib)
+		}
+	}
+	if err != nil {
+		h.log.Warn("response not stored", "response_id", resp.ID, "error", err)
+	}
+}
+
+// getResponse serves GET /v1/responses/{id}.
+func (h *Handler) getResponse(w http.ResponseWriter, r *http.Request, id string) {
+	rec, err := h.record(r.Context(), h.responsesOwner(r), id)
+	if err != nil {
+		writeJSONError(w, responseError(err, id))
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = w.Write(rec.Response)
+}
+
+// deleteResponse serves DELETE /v1/responses/{id}: the response and its
+// output items are forgotten.
+func (h *Handler) deleteResponse(w http.ResponseWriter, r *http.Request, id string) {
+	owner := h.responsesOwner(r)
+	rec, err := h.record(r.Context(), owner, id)
+	if err == nil {
+		err = h.responses.Delete(r.Context(), responseKey(owner, id))
+	}
+	if err != nil {
+		writeJSONError(w, responseError(err, id))
+		return
+	}
+	var resp struct {
+		Output []responses.Item `json:"output"`
+	}
+	_ = json.Unmarshal(rec.Response, &resp)
+	for _, it := range resp.Output {
+		_ = h.responses.Delete(r.Context(), itemKey(owner, it.ID)) // gone already is as good
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = w.Write([]byte(`{"id":` + strconv.Quote(id) + `,"object":"response","deleted":true}`))
+}
+
+// responseError is the error of a read of response id: a 404 for one the
+// client's key does not hold.
+func responseError(err error, id string) *chat.Error {
+	if errors.Is(err, store.ErrNotFound) {
+		return &chat.Error{Status: http.StatusNotFound, Type: chat.TypeInvalidRequest, Param: "response_id", Code: "not_found",
+			Message: "Response with id '" + id + "' not found."}
+	}
+	return chat.AsError(err)
+}
+
+// inputItems serves GET /v1/responses/{id}/input_items: the response's
+// input as a list, newest first unless order=asc, limit items (1 to 100,
+// default 20) after the item named by after.
+func (h *Handler) inputItems(w http.ResponseWriter, r *http.Request, id string) {
+	q := r.URL.Query()
+	limit := 20
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 100 {
+			writeJSONError(w, chat.InvalidRequest("limit", "limit must be a whole number from 1 to 100, got %q", v))
+			return
+		}
+		limit = n
+	}
+	order := q.Get("order")
+	if order != "" && order != "asc" && order != "desc" {
+		writeJSONError(w, chat.InvalidRequest("order", "order must be asc or desc, got %q", order))
+		return
+	}
+	rec, err := h.record(r.Context(), h.responsesOwner(r), id)
+	if err != nil {
+		writeJSONError(w, responseError(err, id))
+		return
+	}
+	items := rec.Input
+	if order != "asc" {
+		items = make([]responses.Item, len(rec.Input))
+		for i, it := range rec.Input {
+			items[len(items)-1-i] = it
+		}
+	}
+	if after := q.Get("after"); after != "" {
+		for i, it := range items {
+			if it.ID == after {
+				items = items[i+1:]
+				break
+			}
+		}
+	}
+	more := len(items) > limit
+	items = items[:min(limit, len(items))]
+	list := struct {
+		Object  string           `json:"object"`
+		Data    []responses.Item `json:"data"`
+		FirstID *string          `json:"first_id"`
+		LastID  *string          `json:"last_id"`
+		HasMore bool             `json:"has_more"`
+	}{Object: "list", Data: items, HasMore: more}
+	if len(items) > 0 {
+		list.FirstID, list.LastID = &items[0].ID, &items[len(items)-1].ID
+	}
+	b, _ := json.Marshal(list)
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = w.Write(b)
+}
