@@ -132,12 +132,10 @@ func (r *Response) AppendJSON(dst []byte) []byte {
 		}
 		dst = it.appendJSON(dst)
 	}
-	dst = append(dst, `],"usage":`...)
+	dst = append(dst, ']')
 	if r.usage != nil {
 		u, _ := json.Marshal(r.usage)
-		dst = append(dst, u...)
-	} else {
-		dst = append(dst, "null"...)
+		dst = append(append(dst, `,"usage":`...), u...)
 	}
 	if r.estimated {
 		dst = append(dst, `,"phasegate":{"usage_estimated":true}`...)
