@@ -11,6 +11,7 @@ import (
 
 	"github.com/phasegate/phasegate/chat"
 	"github.com/phasegate/phasegate/deepseek"
+	"github.com/phasegate/phasegate/internal/jsonscan"
 	"github.com/phasegate/phasegate/tools"
 )
 
@@ -454,13 +455,6 @@ func opening(c *chat.Chunk) bool {
 	return len(d.ToolCalls) == 0 && (d.Content == nil || *d.Content == "") && (d.ReasoningContent == nil || *d.ReasoningContent == "")
 }
 
-// The keys scanKeys looks for, after their opening quote.
-var (
-	finishKey = []byte(`finish_reason"`)
-	usageKey  = []byte(`usage"`)
-	errorKey  = []byte(`error"`)
-)
-
 // keys are the keys of a chunk the pass-through looks at.
 type keys struct {
 	finish bool // "finish_reason" with a string value
@@ -470,33 +464,25 @@ type keys struct {
 
 // scanKeys finds, in one pass over the quotes of a chunk, the keys the
 // pass-through decodes a chunk for: most chunks carry none of them (and
-// "finish_reason":null), so they are forwarded without decoding. A key
-// may also appear inside a string, so a hit is only a reason to decode.
+// "finish_reason":null), so they are forwarded without decoding. Keys
+// are matched as the decoder matches them, at any depth, so a hit is only
+// a reason to decode.
 func scanKeys(data []byte) keys {
 	var k keys
-	for i := 0; i < len(data); {
-		q := bytes.IndexByte(data[i:], '"')
-		if q < 0 {
-			break
+	s := jsonscan.Scan(data)
+	for s.Next() {
+		switch {
+		case s.Is("finish_reason"):
+			v := s.Value()
+			k.finish = k.finish || v < len(data) && data[v] == '"'
+		case s.Is("usage"):
+			k.usage = true
+		case s.Is("error"):
+			k.error = true
 		}
-		i += q + 1
-		if i >= len(data) {
-			break
-		}
-		switch rest := data[i:]; rest[0] {
-		case 'f':
-			if bytes.HasPrefix(rest, finishKey) {
-				v := bytes.TrimLeft(rest[len(finishKey):], " \t\r\n")
-				if len(v) > 0 && v[0] == ':' {
-					v = bytes.TrimLeft(v[1:], " \t\r\n")
-					k.finish = k.finish || len(v) > 0 && v[0] == '"'
-				}
-			}
-		case 'u':
-			k.usage = k.usage || bytes.HasPrefix(rest, usageKey)
-		case 'e':
-			k.error = k.error || bytes.HasPrefix(rest, errorKey)
-		}
+	}
+	if s.Unclosed() { // not JSON: the decoder says what it holds
+		return keys{finish: true, usage: true, error: true}
 	}
 	return k
 }

@@ -1,7 +1,6 @@
 package proxy
 
 import (
-	"bytes"
 	"context"
 	"iter"
 	"slices"
@@ -12,6 +11,7 @@ import (
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/phasegate/phasegate/internal/jsonscan"
 	"github.com/phasegate/phasegate/metrics"
 	"github.com/phasegate/phasegate/protocol"
 )
@@ -180,23 +180,15 @@ func tracedEvents(events iter.Seq2[[]byte, error], t *requestTrace) iter.Seq2[[]
 	}
 }
 
-var finishKey = []byte(`"finish_reason":"`)
-
 // finishReasons adds to seen the finish reasons data holds that it lacks.
 func finishReasons(seen []string, data []byte) []string {
-	for rest := data; ; {
-		i := bytes.Index(rest, finishKey)
-		if i < 0 {
-			return seen
+	for k := jsonscan.Scan(data); k.Next(); {
+		if !k.Is("finish_reason") {
+			continue
 		}
-		rest = rest[i+len(finishKey):]
-		j := bytes.IndexByte(rest, '"')
-		if j < 0 {
-			return seen
+		if body, _, ok := k.StringValue(); ok && len(body) <= 64 && !slices.Contains(seen, string(body)) {
+			seen = append(seen, string(body))
 		}
-		if r := string(rest[:j]); !slices.Contains(seen, r) && len(r) <= 64 {
-			seen = append(seen, r)
-		}
-		rest = rest[j:]
 	}
+	return seen
 }
