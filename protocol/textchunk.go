@@ -90,7 +90,7 @@ func (t *textTemplate) read(data []byte) (string, bool) {
 		return unsafe.String(&mid[0], len(mid)), true
 	}
 	// Escapes: the string must still end exactly at the suffix.
-	if end, _ := jsonscan.StringEnd(data, len(t.prefix)); end == len(data)-len(t.suffix) {
+	if end := jsonscan.StringClose(data, len(t.prefix)); end == len(data)-len(t.suffix) {
 		var unquoted string
 		if json.Unmarshal(data[len(t.prefix)-1:end+1], &unquoted) == nil {
 			return unquoted, true

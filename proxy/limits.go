@@ -72,7 +72,7 @@ func checkBody(body []byte, l Limits) error {
 		}
 		switch c {
 		case '"':
-			end, _ := jsonscan.StringEnd(body, i+1)
+			end := jsonscan.StringClose(body, i+1)
 			if end < 0 {
 				end = len(body) // it does not close: nothing more nests
 			}

@@ -554,11 +554,11 @@ func (r *eventRecorder) append(ctx context.Context, batch []store.Event, end boo
 }
 
 // hasFinish reports whether a chunk has a finish reason: a key
-// finish_reason (spelled as the decoder matches it, whitespace around its
-// colon or not) whose value is a string.
+// finish_reason, whitespace around its colon or not, whose value is a
+// string.
 func hasFinish(chunk []byte) bool {
-	for k := jsonscan.Scan(chunk); k.Next(); {
-		if _, _, ok := k.StringValue(); ok && k.Is("finish_reason") {
+	for v := jsonscan.FindKey(chunk, "finish_reason", 0); v >= 0; v = jsonscan.FindKey(chunk, "finish_reason", v) {
+		if v < len(chunk) && chunk[v] == '"' {
 			return true
 		}
 	}
@@ -566,13 +566,12 @@ func hasFinish(chunk []byte) bool {
 }
 
 // phaseIndex reads the phase_index of a chunk's phase metadata without
-// decoding it: the last key of that name (the metadata comes last).
+// decoding it: the value of the last key of that name (the metadata comes
+// last, written by the gateway).
 func phaseIndex(chunk []byte) (int, bool) {
 	v := -1
-	for k := jsonscan.Scan(chunk); k.Next(); {
-		if k.Is("phase_index") {
-			v = k.Value()
-		}
+	for i := jsonscan.FindKey(chunk, "phase_index", 0); i >= 0; i = jsonscan.FindKey(chunk, "phase_index", i) {
+		v = i
 	}
 	if v < 0 {
 		return 0, false

@@ -71,7 +71,7 @@ func (r *reasoningRecorder) chunk(data []byte) {
 		return
 	}
 	r.keep = append(r.keep, data)
-	r.tools = r.tools || jsonscan.HasKey(data, "tool_calls")
+	r.tools = r.tools || jsonscan.FindKey(data, "tool_calls", 0) >= 0
 }
 
 // remember ends a streamed response: the reasoning of its tool calls, if

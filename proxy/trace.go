@@ -180,14 +180,20 @@ func tracedEvents(events iter.Seq2[[]byte, error], t *requestTrace) iter.Seq2[[]
 	}
 }
 
-// finishReasons adds to seen the finish reasons data holds that it lacks.
+// finishReasons adds to seen the finish reasons data holds that it lacks:
+// the string values of its finish_reason keys, spaced as the writer
+// pleased.
 func finishReasons(seen []string, data []byte) []string {
-	for k := jsonscan.Scan(data); k.Next(); {
-		if !k.Is("finish_reason") {
+	for v := jsonscan.FindKey(data, "finish_reason", 0); v >= 0; v = jsonscan.FindKey(data, "finish_reason", v) {
+		if v >= len(data) || data[v] != '"' {
 			continue
 		}
-		if body, _, ok := k.StringValue(); ok && len(body) <= 64 && !slices.Contains(seen, string(body)) {
-			seen = append(seen, string(body))
+		end := jsonscan.StringClose(data, v+1)
+		if end < 0 {
+			return seen
+		}
+		if r := data[v+1 : end]; len(r) <= 64 && !slices.Contains(seen, string(r)) {
+			seen = append(seen, string(r))
 		}
 	}
 	return seen

@@ -151,7 +151,7 @@ func foldedKey(raw json.RawMessage) bool {
 			return false
 		}
 		start := i + q + 1
-		end, _ := jsonscan.StringEnd(raw, start)
+		end := jsonscan.StringClose(raw, start)
 		if end < 0 {
 			return true // not valid JSON: let the count decide
 		}

@@ -39,7 +39,8 @@ func addSeeds(f *testing.F) {
 	}
 }
 
-// FuzzStringEnd compares StringEnd with the decoder reading a string.
+// FuzzStringEnd compares StringEnd and StringClose with the decoder
+// reading a string.
 func FuzzStringEnd(f *testing.F) {
 	for _, s := range seeds {
 		f.Add([]byte(s))
@@ -52,6 +53,9 @@ func FuzzStringEnd(f *testing.F) {
 			return
 		}
 		end, esc := jsonscan.StringEnd(data, 1)
+		if c := jsonscan.StringClose(data, 1); c != end {
+			t.Fatalf("StringClose(%q) = %d, StringEnd %d", data, c, end)
+		}
 		dec := json.NewDecoder(bytes.NewReader(data))
 		tok, err := dec.Token()
 		_, isString := tok.(string)
@@ -320,4 +324,39 @@ func setOrder(keys []string, name string) []string {
 		out = append(out, name)
 	}
 	return out
+}
+
+// FuzzFindKey compares the keys FindKey finds with the keys the decoder
+// reads spelled exactly so, on valid JSON without escapes (FindKey does
+// not read escaped spellings).
+func FuzzFindKey(f *testing.F) {
+	for _, s := range seeds {
+		f.Add([]byte(s), "finish_reason")
+		f.Add([]byte(s), "phase_index")
+	}
+	f.Fuzz(func(t *testing.T, data []byte, name string) {
+		var got []byte
+		for v := jsonscan.FindKey(data, name, 0); v >= 0; v = jsonscan.FindKey(data, name, v) {
+			if v > len(data) {
+				t.Fatalf("FindKey(%q, %q) = %d, past the end", data, name, v)
+			}
+			if v == len(data) {
+				break
+			}
+			got = append(got, data[v])
+		}
+		if !json.Valid(data) || bytes.IndexByte(data, '\\') >= 0 || name == "" || !isASCII(name) ||
+			strings.ContainsAny(name, `"\`) {
+			return
+		}
+		var want []byte
+		for _, k := range decodedKeys(t, data) {
+			if k.name == name {
+				want = append(want, k.value)
+			}
+		}
+		if !bytes.Equal(got, want) {
+			t.Fatalf("FindKey(%q, %q) found values starting %q, the decoder %q", data, name, got, want)
+		}
+	})
 }

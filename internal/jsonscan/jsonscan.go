@@ -18,10 +18,21 @@ import (
 // whose body starts at start (just after its opening quote), and whether
 // the body holds a backslash; -1 when the string does not close in data.
 func StringEnd(data []byte, start int) (end int, escaped bool) {
+	end = StringClose(data, start)
+	if end < 0 {
+		return -1, false
+	}
+	return end, bytes.IndexByte(data[start:end], '\\') >= 0
+}
+
+// StringClose returns the index of the quote that closes the JSON string
+// whose body starts at start, or -1: StringEnd without the question of
+// escapes, for a walk that skips the string.
+func StringClose(data []byte, start int) int {
 	for pos := start; ; {
 		k := bytes.IndexByte(data[pos:], '"')
 		if k < 0 {
-			return -1, false
+			return -1
 		}
 		end := pos + k
 		// The quote is escaped when an odd run of backslashes precedes it.
@@ -29,11 +40,8 @@ func StringEnd(data []byte, start int) (end int, escaped bool) {
 		for b := end - 1; b >= start && data[b] == '\\'; b-- {
 			n++
 		}
-		if n > 0 || !escaped && bytes.IndexByte(data[start:end], '\\') >= 0 {
-			escaped = true
-		}
 		if n%2 == 0 {
-			return end, escaped
+			return end
 		}
 		pos = end + 1
 	}
@@ -62,7 +70,7 @@ func ValueEnd(data []byte, start int) int {
 	}
 	switch data[start] {
 	case '"':
-		end, _ := StringEnd(data, start+1)
+		end := StringClose(data, start+1)
 		if end < 0 {
 			return -1
 		}
@@ -90,7 +98,7 @@ func containerEnd(data []byte, start int) int {
 	for i := start; i < len(data); i++ {
 		switch data[i] {
 		case '"':
-			end, _ := StringEnd(data, i+1)
+			end := StringClose(data, i+1)
 			if end < 0 {
 				return -1
 			}
@@ -117,6 +125,9 @@ func KeyIs(raw []byte, escaped bool, name string) bool {
 			return false
 		}
 		raw = []byte(s)
+	}
+	if len(raw) == len(name) && string(raw) == name {
+		return true
 	}
 	// An ASCII letter folds from at most 3 bytes (the Kelvin sign).
 	if len(raw) < len(name) || len(raw) > 3*len(name) {
@@ -156,7 +167,7 @@ func (k *Keys) Next() bool {
 			break
 		}
 		start := k.next + q + 1
-		end, esc := StringEnd(data, start)
+		end := StringClose(data, start)
 		if end < 0 {
 			k.unclosed = true
 			break
@@ -166,7 +177,8 @@ func (k *Keys) Next() bool {
 			k.next = end + 1 // a string value
 			continue
 		}
-		k.key, k.escaped = data[start:end], esc
+		k.key = data[start:end]
+		k.escaped = bytes.IndexByte(k.key, '\\') >= 0
 		k.value = SkipSpace(data, j+1)
 		k.next = k.value
 		return true
@@ -215,4 +227,41 @@ func HasKey(data []byte, name string) bool {
 		}
 	}
 	return false
+}
+
+// FindKey returns the index of the value of the first key at or after
+// from spelled exactly name (no escape, no other case), whitespace around
+// its colon or not, and -1 when there is none. It searches for the
+// quoted name with bytes.Index, so it costs about one pass over data,
+// and takes a hit for a key only when its opening quote is not escaped
+// and a colon follows: in valid JSON such a hit is a key, never text
+// inside a string. It is for the keys that writers spell one way (the
+// gateway's own, and the wire's finish_reason as clients read it); Scan
+// finds every spelling the decoder reads.
+func FindKey(data []byte, name string, from int) int {
+	for from < len(data) {
+		i := bytes.Index(data[from:], []byte(`"`+name+`"`))
+		if i < 0 {
+			return -1
+		}
+		q := from + i
+		from = q + len(name) + 2
+		if escapedQuote(data, q) {
+			continue
+		}
+		if j := SkipSpace(data, from); j < len(data) && data[j] == ':' {
+			return SkipSpace(data, j+1)
+		}
+	}
+	return -1
+}
+
+// escapedQuote reports whether the quote at data[q] follows an odd run of
+// backslashes.
+func escapedQuote(data []byte, q int) bool {
+	n := 0
+	for b := q - 1; b >= 0 && data[b] == '\\'; b-- {
+		n++
+	}
+	return n%2 == 1
 }
