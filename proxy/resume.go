@@ -569,10 +569,7 @@ func hasFinish(chunk []byte) bool {
 // decoding it: the value of the last key of that name (the metadata comes
 // last, written by the gateway).
 func phaseIndex(chunk []byte) (int, bool) {
-	v := -1
-	for i := jsonscan.FindKey(chunk, "phase_index", 0); i >= 0; i = jsonscan.FindKey(chunk, "phase_index", i) {
-		v = i
-	}
+	v := jsonscan.LastKey(chunk, "phase_index")
 	if v < 0 {
 		return 0, false
 	}

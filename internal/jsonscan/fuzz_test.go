@@ -150,6 +150,11 @@ func FuzzKeys(f *testing.F) {
 				t.Fatalf("Value %d past the end of %q", v, data)
 			}
 			checkIs(t, k.Key())
+			for _, name := range []string{"content", "finish_reason", "tool_calls", "k", "s"} {
+				if k.Is(name) != jsonscan.KeyIs(k.Key(), bytes.IndexByte(k.Key(), '\\') >= 0, name) {
+					t.Fatalf("Is(%q) on key %q disagrees with KeyIs", name, k.Key())
+				}
+			}
 			if !json.Valid(data) {
 				continue
 			}
@@ -206,6 +211,7 @@ func FuzzHasKey(f *testing.F) {
 		f.Add([]byte(s), "tool_calls")
 	}
 	f.Fuzz(func(t *testing.T, data []byte, name string) {
+		name = strings.ToLower(name) // the gateway's names are
 		got := jsonscan.HasKey(data, name)
 		if !json.Valid(data) || name == "" || !isASCII(name) || strings.IndexByte(name, '"') >= 0 || strings.IndexByte(name, '\\') >= 0 {
 			return
@@ -326,7 +332,7 @@ func setOrder(keys []string, name string) []string {
 	return out
 }
 
-// FuzzFindKey compares the keys FindKey finds with the keys the decoder
+// FuzzFindKey compares the keys FindKey (and LastKey) finds with the keys the decoder
 // reads spelled exactly so, on valid JSON without escapes (FindKey does
 // not read escaped spellings).
 func FuzzFindKey(f *testing.F) {
@@ -336,7 +342,9 @@ func FuzzFindKey(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, data []byte, name string) {
 		var got []byte
+		last := -1
 		for v := jsonscan.FindKey(data, name, 0); v >= 0; v = jsonscan.FindKey(data, name, v) {
+			last = v
 			if v > len(data) {
 				t.Fatalf("FindKey(%q, %q) = %d, past the end", data, name, v)
 			}
@@ -344,6 +352,9 @@ func FuzzFindKey(f *testing.F) {
 				break
 			}
 			got = append(got, data[v])
+		}
+		if l := jsonscan.LastKey(data, name); l != last {
+			t.Fatalf("LastKey(%q, %q) = %d, the last FindKey %d", data, name, l, last)
 		}
 		if !json.Valid(data) || bytes.IndexByte(data, '\\') >= 0 || name == "" || !isASCII(name) ||
 			strings.ContainsAny(name, `"\`) {

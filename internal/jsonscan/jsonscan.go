@@ -117,7 +117,7 @@ func containerEnd(data []byte, start int) int {
 // KeyIs reports whether raw, a key's body as written between its quotes,
 // names name as encoding/json matches a key to a field: the same letters
 // ignoring case (with Unicode's simple folds: the Kelvin sign is a k),
-// once escapes are read. name is ASCII.
+// once escapes are read. name is ASCII; Keys.Is takes it in lower case.
 func KeyIs(raw []byte, escaped bool, name string) bool {
 	if escaped {
 		var s string
@@ -151,6 +151,7 @@ type Keys struct {
 	next     int
 	key      []byte
 	escaped  bool
+	folds    bool // the key has a letter another spelling matches
 	value    int
 	unclosed bool
 }
@@ -178,7 +179,7 @@ func (k *Keys) Next() bool {
 			continue
 		}
 		k.key = data[start:end]
-		k.escaped = bytes.IndexByte(k.key, '\\') >= 0
+		k.escaped, k.folds = spelling(k.key)
 		k.value = SkipSpace(data, j+1)
 		k.next = k.value
 		return true
@@ -194,9 +195,30 @@ func (k *Keys) Unclosed() bool { return k.unclosed }
 // Key returns the current key's body as written between its quotes.
 func (k *Keys) Key() []byte { return k.key }
 
-// Is reports whether the current key names name as encoding/json reads it
-// (see KeyIs).
-func (k *Keys) Is(name string) bool { return KeyIs(k.key, k.escaped, name) }
+// Is reports whether the current key names name, in lower case, as
+// encoding/json reads it (see KeyIs).
+func (k *Keys) Is(name string) bool {
+	if !k.folds && !k.escaped {
+		return string(k.key) == name // names are lower case
+	}
+	return KeyIs(k.key, k.escaped, name)
+}
+
+// spelling reports whether a key's body holds an escape, and whether it
+// holds a byte that could fold to a lower-case ASCII letter it is not:
+// an upper-case letter, or a byte of a multi-byte character (the Kelvin
+// sign, the long s).
+func spelling(key []byte) (escaped, folds bool) {
+	for _, c := range key {
+		switch {
+		case c == '\\':
+			escaped = true
+		case c >= 'A' && c <= 'Z' || c >= 0x80:
+			folds = true
+		}
+	}
+	return escaped, folds
+}
 
 // Value returns the index of the first byte of the current key's value
 // (len(data) when data ends first).
@@ -218,8 +240,8 @@ func (k *Keys) StringValue() (body []byte, escaped, ok bool) {
 	return k.data[v+1 : end], esc, true
 }
 
-// HasKey reports whether data has a key named name (see KeyIs) at any
-// depth.
+// HasKey reports whether data has a key named name (see KeyIs; name in
+// lower case) at any depth.
 func HasKey(data []byte, name string) bool {
 	for k := Scan(data); k.Next(); {
 		if k.Is(name) {
@@ -230,9 +252,10 @@ func HasKey(data []byte, name string) bool {
 }
 
 // FindKey returns the index of the value of the first key at or after
-// from spelled exactly name (no escape, no other case), whitespace around
-// its colon or not, and -1 when there is none. It searches for the
-// quoted name with bytes.Index, so it costs about one pass over data,
+// from spelled exactly name (no escape, no other case; name is ASCII with
+// no quote or backslash), whitespace around its colon or not, and -1 when
+// there is none. It searches for the name with bytes.Index, so it costs
+// about one pass over data,
 // and takes a hit for a key only when its opening quote is not escaped
 // and a colon follows: in valid JSON such a hit is a key, never text
 // inside a string. It is for the keys that writers spell one way (the
@@ -240,18 +263,44 @@ func HasKey(data []byte, name string) bool {
 // finds every spelling the decoder reads.
 func FindKey(data []byte, name string, from int) int {
 	for from < len(data) {
-		i := bytes.Index(data[from:], []byte(`"`+name+`"`))
+		i := bytes.Index(data[from:], []byte(name+`"`))
 		if i < 0 {
 			return -1
 		}
-		q := from + i
-		from = q + len(name) + 2
-		if escapedQuote(data, q) {
-			continue
+		q := from + i - 1 // the opening quote
+		from += i + len(name) + 1
+		if v := keyValueAt(data, q, from); v >= 0 {
+			return v
 		}
-		if j := SkipSpace(data, from); j < len(data) && data[j] == ':' {
-			return SkipSpace(data, j+1)
+	}
+	return -1
+}
+
+// LastKey is FindKey for the last such key, searched from the end: the
+// cost of the bytes after it.
+func LastKey(data []byte, name string) int {
+	for end := len(data); end > 0; {
+		i := bytes.LastIndex(data[:end], []byte(name+`"`))
+		if i < 0 {
+			return -1
 		}
+		end = i
+		if v := keyValueAt(data, i-1, i+len(name)+1); v >= 0 {
+			return v
+		}
+	}
+	return -1
+}
+
+// keyValueAt returns the index of the value of the key whose opening
+// quote should be at data[q] and whose closing quote ends before after,
+// or -1 when that is not a key: no unescaped quote at q, or no colon.
+func keyValueAt(data []byte, q, after int) int {
+	if q < 0 || data[q] != '"' || escapedQuote(data, q) {
+		return -1
+	}
+	if j := SkipSpace(data, after); j < len(data) && data[j] == ':' {
+		return SkipSpace(data, j+1)
 	}
 	return -1
 }
