@@ -462,28 +462,18 @@ type keys struct {
 	error  bool
 }
 
-// scanKeys finds, in one pass over the quotes of a chunk, the keys the
-// pass-through decodes a chunk for: most chunks carry none of them (and
-// "finish_reason":null), so they are forwarded without decoding. Keys
-// are matched as the decoder matches them, at any depth, so a hit is only
-// a reason to decode.
+// scanKeys finds the keys the pass-through decodes a chunk for: most
+// chunks carry none of them (and "finish_reason":null), so they are
+// forwarded without decoding. The keys are found as clients read the
+// wire, spelled as written (whitespace around the colon or not), never
+// inside a string; the proxy's finish detectors read them the same way.
 func scanKeys(data []byte) keys {
 	var k keys
-	s := jsonscan.Scan(data)
-	for s.Next() {
-		switch {
-		case s.Is("finish_reason"):
-			v := s.Value()
-			k.finish = k.finish || v < len(data) && data[v] == '"'
-		case s.Is("usage"):
-			k.usage = true
-		case s.Is("error"):
-			k.error = true
-		}
+	for v := jsonscan.FindKey(data, "finish_reason", 0); v >= 0 && !k.finish; v = jsonscan.FindKey(data, "finish_reason", v) {
+		k.finish = v < len(data) && data[v] == '"'
 	}
-	if s.Unclosed() { // not JSON: the decoder says what it holds
-		return keys{finish: true, usage: true, error: true}
-	}
+	k.usage = jsonscan.FindKey(data, "usage", 0) >= 0
+	k.error = jsonscan.FindKey(data, "error", 0) >= 0
 	return k
 }
 
