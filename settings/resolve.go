@@ -192,7 +192,7 @@ func (r *resolver) resolve(fc fileConfig) (Settings, error) {
 	o.Tokens.CacheBytes = int64(r.num(TokenCacheBytes))
 	maps.Copy(o.Tokens.Models, fc.models)
 	o.Proxy.Envelopes = fc.envelopes.rules
-	o.Proxy.GuardProfiles = fc.guard.profiles
+	o.Proxy.GuardProfile, o.Proxy.GuardProfiles = o.Profile, fc.guard.profiles
 	o.Proxy.GuardModes, o.Proxy.GuardProjectModes = fc.guard.modes, fc.guard.projects
 	if len(fc.envelopes.phases) > 0 {
 		set, err := envelope.NewSet(fc.envelopes.phases)
