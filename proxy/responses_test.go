@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 
@@ -459,5 +460,86 @@ func TestResponsesAcrossReplicas(t *testing.T) {
 		"input": []map[string]any{{"role": "user", "content": "Weather in Paris?"}, {"type": "item_reference", "id": call.ID}, {"type": "function_call_output", "call_id": call.CallID, "output": "sunny"}}})
 	if third.text() == "" {
 		t.Errorf("referenced on B: %+v", third)
+	}
+}
+
+// rsItemList is a page of GET /v1/responses/{id}/input_items.
+type rsItemList struct {
+	Object  string           `json:"object"`
+	Data    []map[string]any `json:"data"`
+	FirstID string           `json:"first_id"`
+	LastID  string           `json:"last_id"`
+	HasMore bool             `json:"has_more"`
+}
+
+func rsItems(t *testing.T, gw *httptest.Server, id, query string) rsItemList {
+	t.Helper()
+	status, _, b := rsRaw(t, gw, http.MethodGet, "/v1/responses/"+id+"/input_items"+query, "", "")
+	var l rsItemList
+	if status != http.StatusOK || json.Unmarshal(b, &l) != nil || l.Object != "list" {
+		t.Fatalf("input_items%s: %d %s", query, status, b)
+	}
+	return l
+}
+
+// The input items of a response are listed as item resources: an id
+// minted at store time on each (stable across reads), a message's
+// content as typed parts, a status; newest first, or oldest with
+// order=asc, in pages of limit after a cursor.
+func TestResponsesInputItems(t *testing.T) {
+	_, gw := rsGateway(t, proxytest.Simulated())
+	tools := []json.RawMessage{json.RawMessage(rsWeather)}
+	first := rsCreate(t, gw, "/v1/responses", "", map[string]any{"model": sim.Model, "tools": tools, "input": []map[string]any{
+		{"role": "user", "content": "Hello."}, {"role": "assistant", "content": "Hello, how can I help?"}, {"role": "user", "content": "Weather in Paris?"}}})
+	call := first.Output[len(first.Output)-1]
+	second := rsCreate(t, gw, "/v1/responses", "", map[string]any{"model": sim.Model, "previous_response_id": first.ID, "tools": tools,
+		"input": []map[string]any{{"type": "function_call_output", "call_id": call.CallID, "output": "sunny"}}})
+
+	all := rsItems(t, gw, second.ID, "")
+	if len(all.Data) != 3+len(first.Output)+1 || all.HasMore || all.FirstID != all.Data[0]["id"] || all.LastID != all.Data[len(all.Data)-1]["id"] {
+		t.Fatalf("input_items: %+v", all)
+	}
+	if again := rsItems(t, gw, second.ID, ""); fmt.Sprint(again) != fmt.Sprint(all) {
+		t.Errorf("a second read differs:\n%v\n%v", again, all)
+	}
+	newest, oldest := all.Data[0], all.Data[len(all.Data)-1]
+	if newest["type"] != "function_call_output" || newest["call_id"] != call.CallID || newest["status"] != "completed" || !strings.HasPrefix(newest["id"].(string), "fco_") {
+		t.Errorf("newest item: %v", newest)
+	}
+	if fmt.Sprint(oldest["content"]) != "[map[text:Hello. type:input_text]]" || oldest["status"] != "completed" || !strings.HasPrefix(oldest["id"].(string), "msg_") {
+		t.Errorf("oldest item: %v", oldest)
+	}
+	assistant := all.Data[len(all.Data)-2]
+	if fmt.Sprint(assistant["content"]) != "[map[annotations:[] logprobs:[] text:Hello, how can I help? type:output_text]]" || assistant["status"] != "completed" {
+		t.Errorf("assistant message: %v", assistant)
+	}
+	for _, it := range all.Data {
+		if it["type"] == "function_call" && (it["id"] != call.ID || it["status"] != "completed") {
+			t.Errorf("function call: %v, want id %s", it, call.ID)
+		}
+	}
+
+	var asc []map[string]any
+	for after := ""; ; {
+		page := rsItems(t, gw, second.ID, "?order=asc&limit=2"+after)
+		asc = append(asc, page.Data...)
+		if !page.HasMore {
+			break
+		}
+		if len(page.Data) != 2 || len(asc) > len(all.Data) {
+			t.Fatalf("page: %+v", page)
+		}
+		after = "&after=" + page.LastID
+	}
+	slices.Reverse(asc)
+	if fmt.Sprint(asc) != fmt.Sprint(all.Data) {
+		t.Errorf("pages in order asc, reversed:\n%v\nwant\n%v", asc, all.Data)
+	}
+
+	for query, param := range map[string]string{"?limit=0": "limit", "?limit=101": "limit", "?order=up": "order", "?after=msg_none": "after"} {
+		status, _, b := rsRaw(t, gw, http.MethodGet, "/v1/responses/"+second.ID+"/input_items"+query, "", "")
+		if e := rsError(t, b); status != http.StatusBadRequest || e.Param != param {
+			t.Errorf("input_items%s: %d %s", query, status, b)
+		}
 	}
 }
