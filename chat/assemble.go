@@ -7,6 +7,8 @@ import (
 	"sort"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/phasegate/phasegate/internal/jsonscan"
 )
 
 // Assembler turns the chunks of a stream into the one chat.completion a
@@ -63,7 +65,8 @@ func (t *chunkTemplate) read(data []byte) (string, bool) {
 // learn learns the shape of data, a chunk decoded as c with top-level
 // fields top, when it is a text chunk: one choice, index 0, a content of
 // plain text, no tool calls (whose fragments are not idempotent). The
-// content's body must appear once in data after a "content": key; that it
+// content's body must be the unescaped string of data's one "content"
+// key (at any depth, as the decoder matches keys); that it
 // is where the decoder read the content from is checked by decoding data
 // with another body there. Called until one chunk of an answer is learned.
 func (t *chunkTemplate) learn(data []byte, c Chunk, top map[string]json.RawMessage) {
@@ -74,16 +77,20 @@ func (t *chunkTemplate) learn(data []byte, c Chunk, top map[string]json.RawMessa
 	if d.Content == nil || *d.Content == "" || len(d.ToolCalls) > 0 {
 		return
 	}
-	body, err := json.Marshal(*d.Content)
-	if err != nil || len(body) != len(*d.Content)+2 {
-		return // the content needs escapes: its chunks are decoded
+	start, end, n := 0, 0, 0
+	for k := jsonscan.Scan(data); k.Next(); {
+		if !k.Is("content") {
+			continue
+		}
+		n++
+		if body, esc, ok := k.StringValue(); ok && !esc && string(body) == *d.Content {
+			start = k.Value() + 1
+			end = start + len(body)
+		}
 	}
-	needle := append([]byte(`"content":`), body...)
-	i := bytes.Index(data, needle)
-	if i < 0 || bytes.Contains(data[i+1:], needle) {
-		return
+	if n != 1 || end == 0 {
+		return // the content needs escapes, or the chunk has another: its chunks are decoded
 	}
-	start, end := i+len(`"content":"`), i+len(needle)-1
 	const probe = "phasegate-probe"
 	test := append(append(append([]byte{}, data[:start]...), probe...), data[end:]...)
 	pc, err := DecodeChunk(test)

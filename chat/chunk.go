@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
+
+	"github.com/phasegate/phasegate/internal/jsonscan"
 )
 
 // Done is the data of the event that ends an OpenAI stream.
@@ -218,38 +220,27 @@ func (h ChunkHeader) NewChunk() OutChunk {
 // empty content), a finish or usage chunk does not. It reads the bytes
 // without decoding them.
 func HasToken(data []byte) bool {
-	return hasValue(data, `"content"`, '"', '"') || hasValue(data, `"reasoning_content"`, '"', '"') ||
-		hasValue(data, `"tool_calls"`, '[', ']')
-}
-
-// hasValue reports whether key appears in data followed by a value that
-// opens with open and does not close at once with closing.
-func hasValue(data []byte, key string, open, closing byte) bool {
-	for rest := data; ; {
-		i := bytes.Index(rest, []byte(key))
-		if i < 0 {
-			return false
-		}
-		rest = skipSpace(rest[i+len(key):])
-		if len(rest) == 0 || rest[0] != ':' {
-			continue
-		}
-		rest = skipSpace(rest[1:])
-		if len(rest) > 0 && rest[0] == open {
-			v := rest[1:]
-			if open != '"' {
-				v = skipSpace(v) // a string's spaces are its content
+	for k := jsonscan.Scan(data); k.Next(); {
+		switch {
+		case k.Is("content"), k.Is("reasoning_content"):
+			if body, _, ok := k.StringValue(); ok && len(body) > 0 {
+				return true
 			}
-			if len(v) > 0 && v[0] != closing {
+		case k.Is("tool_calls"):
+			if hasElement(data, k.Value()) {
 				return true
 			}
 		}
 	}
+	return false
 }
 
-func skipSpace(b []byte) []byte {
-	for len(b) > 0 && (b[0] == ' ' || b[0] == '\t' || b[0] == '\n' || b[0] == '\r') {
-		b = b[1:]
+// hasElement reports whether the value at data[i] is an array that is not
+// empty.
+func hasElement(data []byte, i int) bool {
+	if i >= len(data) || data[i] != '[' {
+		return false
 	}
-	return b
+	j := jsonscan.SkipSpace(data, i+1)
+	return j < len(data) && data[j] != ']'
 }

@@ -1,10 +1,10 @@
 package chat
 
 import (
-	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
+
+	"github.com/phasegate/phasegate/internal/jsonscan"
 )
 
 // Roles, as the wire spells them.
@@ -129,7 +129,7 @@ func (m Message) With(key string, v any) (Message, error) {
 		}
 		raw = b
 	}
-	b, err := setField(m.Raw, key, raw)
+	b, err := jsonscan.SetField(m.Raw, key, raw)
 	if err != nil {
 		return Message{}, fmt.Errorf("decode message: %w", err)
 	}
@@ -138,56 +138,6 @@ func (m Message) With(key string, v any) (Message, error) {
 		return Message{}, err
 	}
 	return out, nil
-}
-
-// setField returns the JSON object obj with field key set to val: in the
-// place of the first key of that name (later duplicates dropped), or last.
-// Every other field keeps its place and its bytes; a round trip through a
-// map would sort the keys, compact the values and escape <, > and &.
-func setField(obj []byte, key string, val json.RawMessage) ([]byte, error) {
-	dec := json.NewDecoder(bytes.NewReader(obj))
-	tok, err := dec.Token()
-	if err != nil {
-		return nil, err
-	}
-	if d, ok := tok.(json.Delim); !ok || d != '{' {
-		return nil, errors.New("not a JSON object")
-	}
-	out := make([]byte, 0, len(obj)+len(key)+len(val)+4)
-	out = append(out, '{')
-	found := false
-	appendField := func(k string, v []byte) {
-		if len(out) > 1 {
-			out = append(out, ',')
-		}
-		kb, _ := json.Marshal(k) // a string always marshals
-		out = append(append(append(out, kb...), ':'), v...)
-	}
-	for dec.More() {
-		tok, err := dec.Token()
-		if err != nil {
-			return nil, err
-		}
-		k, _ := tok.(string)
-		var v json.RawMessage
-		if err := dec.Decode(&v); err != nil {
-			return nil, err
-		}
-		if k == key {
-			if found {
-				continue
-			}
-			found, v = true, val
-		}
-		appendField(k, v)
-	}
-	if _, err := dec.Token(); err != nil {
-		return nil, err
-	}
-	if !found {
-		appendField(key, val)
-	}
-	return append(out, '}'), nil
 }
 
 // ToolCall is a complete tool call of an assistant message.

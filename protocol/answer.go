@@ -12,6 +12,7 @@ import (
 
 	"github.com/phasegate/phasegate/chat"
 	"github.com/phasegate/phasegate/deepseek"
+	"github.com/phasegate/phasegate/internal/jsonscan"
 	"github.com/phasegate/phasegate/tools"
 )
 
@@ -573,13 +574,6 @@ func opening(c *chat.Chunk) bool {
 	return len(d.ToolCalls) == 0 && (d.Content == nil || *d.Content == "") && (d.ReasoningContent == nil || *d.ReasoningContent == "")
 }
 
-// The keys scanKeys looks for, after their opening quote.
-var (
-	finishKey = []byte(`finish_reason"`)
-	usageKey  = []byte(`usage"`)
-	errorKey  = []byte(`error"`)
-)
-
 // keys are the keys of a chunk the pass-through looks at.
 type keys struct {
 	finish bool // "finish_reason" with a string value
@@ -587,36 +581,18 @@ type keys struct {
 	error  bool
 }
 
-// scanKeys finds, in one pass over the quotes of a chunk, the keys the
-// pass-through decodes a chunk for: most chunks carry none of them (and
-// "finish_reason":null), so they are forwarded without decoding. A key
-// may also appear inside a string, so a hit is only a reason to decode.
+// scanKeys finds the keys the pass-through decodes a chunk for: most
+// chunks carry none of them (and "finish_reason":null), so they are
+// forwarded without decoding. The keys are found as clients read the
+// wire, spelled as written (whitespace around the colon or not), never
+// inside a string; the proxy's finish detectors read them the same way.
 func scanKeys(data []byte) keys {
 	var k keys
-	for i := 0; i < len(data); {
-		q := bytes.IndexByte(data[i:], '"')
-		if q < 0 {
-			break
-		}
-		i += q + 1
-		if i >= len(data) {
-			break
-		}
-		switch rest := data[i:]; rest[0] {
-		case 'f':
-			if bytes.HasPrefix(rest, finishKey) {
-				v := bytes.TrimLeft(rest[len(finishKey):], " \t\r\n")
-				if len(v) > 0 && v[0] == ':' {
-					v = bytes.TrimLeft(v[1:], " \t\r\n")
-					k.finish = k.finish || len(v) > 0 && v[0] == '"'
-				}
-			}
-		case 'u':
-			k.usage = k.usage || bytes.HasPrefix(rest, usageKey)
-		case 'e':
-			k.error = k.error || bytes.HasPrefix(rest, errorKey)
-		}
+	for v := jsonscan.FindKey(data, "finish_reason", 0); v >= 0 && !k.finish; v = jsonscan.FindKey(data, "finish_reason", v) {
+		k.finish = v < len(data) && data[v] == '"'
 	}
+	k.usage = jsonscan.FindKey(data, "usage", 0) >= 0
+	k.error = jsonscan.FindKey(data, "error", 0) >= 0
 	return k
 }
 

@@ -8,6 +8,7 @@ import (
 	"unsafe"
 
 	"github.com/phasegate/phasegate/chat"
+	"github.com/phasegate/phasegate/internal/jsonscan"
 )
 
 // span is where a JSON string value's body lies in a chunk, between its
@@ -29,104 +30,40 @@ type span struct {
 func textSpans(data []byte) (content, reasoning span, ok bool) {
 	content, reasoning = span{start: -1}, span{start: -1}
 	choices, seenContent, seenReasoning := false, false, false
-	for i := 0; ; {
-		q := bytes.IndexByte(data[i:], '"')
-		if q < 0 {
-			return content, reasoning, choices
-		}
-		ks := i + q + 1 // a string: a key, or a value to skip
-		ke, _ := stringEnd(data, ks)
-		if ke < 0 {
-			return content, reasoning, false
-		}
-		j := skipSpace(data, ke+1)
-		if j >= len(data) || data[j] != ':' {
-			i = ke + 1 // a string value
-			continue
-		}
-		j = skipSpace(data, j+1)
+	k := jsonscan.Scan(data)
+	for k.Next() {
+		j := k.Value()
 		var sp *span
-		switch key := data[ks:ke]; {
-		case bytes.EqualFold(key, keyChoices):
+		switch {
+		case k.Is("choices"):
 			choices = true
-		case bytes.EqualFold(key, keyToolCalls), bytes.EqualFold(key, keyUsage), bytes.EqualFold(key, keyFinishReason):
+		case k.Is("tool_calls"), k.Is("usage"), k.Is("finish_reason"):
 			if !bytes.HasPrefix(data[j:], null) {
 				return content, reasoning, false
 			}
-		case bytes.EqualFold(key, keyContent):
+		case k.Is("content"):
 			if seenContent {
 				return content, reasoning, false
 			}
 			seenContent, sp = true, &content
-		case bytes.EqualFold(key, keyReasoning):
+		case k.Is("reasoning_content"):
 			if seenReasoning {
 				return content, reasoning, false
 			}
 			seenReasoning, sp = true, &reasoning
 		}
-		if sp != nil {
-			switch {
-			case bytes.HasPrefix(data[j:], null):
-			case j < len(data) && data[j] == '"':
-				end, esc := stringEnd(data, j+1)
-				if end < 0 {
-					return content, reasoning, false
-				}
-				*sp = span{start: j + 1, end: end, escaped: esc}
-				i = end + 1
-				continue
-			default:
+		if sp != nil && !bytes.HasPrefix(data[j:], null) {
+			body, esc, isString := k.StringValue()
+			if !isString {
 				return content, reasoning, false // logprobs' "content" is an array
 			}
+			*sp = span{start: j + 1, end: j + 1 + len(body), escaped: esc}
 		}
-		// A key spelled with escapes is compared as written: none of the
-		// keys above needs one, and a miss only costs a decode.
-		i = j
 	}
+	return content, reasoning, choices && !k.Unclosed()
 }
 
-var (
-	null            = []byte("null")
-	keyToolCalls    = []byte("tool_calls")
-	keyUsage        = []byte("usage")
-	keyFinishReason = []byte("finish_reason")
-	keyContent      = []byte("content")
-	keyChoices      = []byte("choices")
-	keyReasoning    = []byte("reasoning_content")
-)
-
-// stringEnd returns the index of the quote that closes the JSON string
-// whose first byte is at start, and whether the string holds an escape;
-// -1 when it does not close.
-func stringEnd(data []byte, start int) (int, bool) {
-	escaped := false
-	for pos := start; ; {
-		k := bytes.IndexByte(data[pos:], '"')
-		if k < 0 {
-			return -1, false
-		}
-		end := pos + k
-		// The quote is escaped when an odd run of backslashes precedes it.
-		n := 0
-		for b := end - 1; b >= start && data[b] == '\\'; b-- {
-			n++
-		}
-		if n > 0 || !escaped && bytes.IndexByte(data[start:end], '\\') >= 0 {
-			escaped = true
-		}
-		if n%2 == 0 {
-			return end, escaped
-		}
-		pos = end + 1
-	}
-}
-
-func skipSpace(data []byte, i int) int {
-	for i < len(data) && (data[i] == ' ' || data[i] == '\t' || data[i] == '\n' || data[i] == '\r') {
-		i++
-	}
-	return i
-}
+var null = []byte("null")
 
 // textTemplate reads the plain text chunks of one upstream answer without
 // decoding them: upstreams send every text chunk of an answer with the
@@ -153,7 +90,7 @@ func (t *textTemplate) read(data []byte) (string, bool) {
 		return unsafe.String(&mid[0], len(mid)), true
 	}
 	// Escapes: the string must still end exactly at the suffix.
-	if end, _ := stringEnd(data, len(t.prefix)); end == len(data)-len(t.suffix) {
+	if end := jsonscan.StringClose(data, len(t.prefix)); end == len(data)-len(t.suffix) {
 		var unquoted string
 		if json.Unmarshal(data[len(t.prefix)-1:end+1], &unquoted) == nil {
 			return unquoted, true
@@ -244,8 +181,6 @@ func hasControl(b []byte) bool {
 	return false
 }
 
-var argumentsKey = []byte("arguments")
-
 // argsTemplate reads the argument fragments of one streamed tool call the
 // way textTemplate reads text: the fragments after the first carry only
 // the call's index and a piece of its arguments, with the same bytes
@@ -274,11 +209,11 @@ func (t *argsTemplate) learn(data []byte, c *chat.Chunk) {
 	if td.ID != "" || td.Type != "" || td.Function.Name != "" {
 		return
 	}
-	j, n := keyValue(data, argumentsKey)
+	j, n := keyValue(data, "arguments")
 	if n != 1 || j >= len(data) || data[j] != '"' {
 		return
 	}
-	end, esc := stringEnd(data, j+1)
+	end, esc := jsonscan.StringEnd(data, j+1)
 	if end < 0 || !spanIs(data, span{start: j + 1, end: end, escaped: esc}, td.Function.Arguments) {
 		return
 	}
@@ -289,30 +224,17 @@ func (t *argsTemplate) learn(data []byte, c *chat.Chunk) {
 // decoder matches them): how many there are, and where the value of the
 // last one starts. A string value is never taken for a key: only a string
 // followed by ':' is one.
-func keyValue(data, key []byte) (value, n int) {
-	for i := 0; i < len(data); {
-		q := bytes.IndexByte(data[i:], '"')
-		if q < 0 {
-			break
+func keyValue(data []byte, key string) (value, n int) {
+	for k := jsonscan.Scan(data); k.Next(); {
+		if k.Is(key) {
+			n++
+			value = k.Value()
 		}
-		start := i + q + 1
-		end, _ := stringEnd(data, start)
-		if end < 0 {
-			break
-		}
-		j := skipSpace(data, end+1)
-		if j < len(data) && data[j] == ':' {
-			if bytes.EqualFold(data[start:end], key) {
-				n++
-				value = skipSpace(data, j+1)
-			}
-			i = j + 1
-			continue
-		}
-		i = end + 1
 	}
 	return value, n
-} // read returns the tool-call delta of an argument fragment of the learned
+}
+
+// read returns the tool-call delta of an argument fragment of the learned
 // shape; false means: decode the chunk.
 func (t *argsTemplate) read(data []byte) (chat.ToolCallDelta, bool) {
 	var td chat.ToolCallDelta
@@ -321,7 +243,7 @@ func (t *argsTemplate) read(data []byte) (chat.ToolCallDelta, bool) {
 		return td, false
 	}
 	// The arguments string must end exactly where the suffix starts.
-	end, escaped := stringEnd(data, len(t.prefix))
+	end, escaped := jsonscan.StringEnd(data, len(t.prefix))
 	if end != len(data)-len(t.suffix) {
 		return td, false
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/phasegate/phasegate/chat"
+	"github.com/phasegate/phasegate/internal/jsonscan"
 	"github.com/phasegate/phasegate/tools"
 )
 
@@ -73,7 +74,10 @@ func checkBody(body []byte, l Limits) error {
 		}
 		switch c {
 		case '"':
-			end := stringEnd(body, i+1)
+			end := jsonscan.StringClose(body, i+1)
+			if end < 0 {
+				end = len(body) // it does not close: nothing more nests
+			}
 			if s.depth == 1 {
 				s.key = body[i+1 : end] // a key, or a value no array follows
 			}
@@ -95,25 +99,6 @@ func checkBody(body []byte, l Limits) error {
 		}
 	}
 	return nil
-}
-
-// stringEnd is the index of the quote that closes the JSON string
-// starting at from, or len(b).
-func stringEnd(b []byte, from int) int {
-	for {
-		j := bytes.IndexByte(b[from:], '"')
-		if j < 0 {
-			return len(b)
-		}
-		q, escapes := from+j, 0
-		for p := q - 1; p >= from && b[p] == '\\'; p-- {
-			escapes++
-		}
-		if escapes%2 == 0 {
-			return q
-		}
-		from = q + 1
-	}
 }
 
 // bodyScan is the state of checkBody: its depth, and the top-level array

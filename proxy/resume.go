@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/phasegate/phasegate/chat"
+	"github.com/phasegate/phasegate/internal/jsonscan"
 	"github.com/phasegate/phasegate/metrics"
 	"github.com/phasegate/phasegate/protocol"
 	"github.com/phasegate/phasegate/store"
@@ -173,7 +174,7 @@ func (s *resumableSink) chunk(data, ext []byte) error {
 	if s.first == nil {
 		s.first = data
 	}
-	s.finished = s.finished || bytes.Contains(data, finishKey)
+	s.finished = s.finished || hasFinish(data)
 	return s.event(data, true)
 }
 
@@ -564,22 +565,31 @@ func (r *eventRecorder) append(ctx context.Context, batch []store.Event, end boo
 	return err
 }
 
-var phaseIndexKey = []byte(`"phase_index":`)
+// hasFinish reports whether a chunk has a finish reason: a key
+// finish_reason, whitespace around its colon or not, whose value is a
+// string.
+func hasFinish(chunk []byte) bool {
+	for v := jsonscan.FindKey(chunk, "finish_reason", 0); v >= 0; v = jsonscan.FindKey(chunk, "finish_reason", v) {
+		if v < len(chunk) && chunk[v] == '"' {
+			return true
+		}
+	}
+	return false
+}
 
 // phaseIndex reads the phase_index of a chunk's phase metadata without
-// decoding it. The key cannot occur inside a string of the chunk (its
-// quotes would be escaped), and the metadata comes last.
+// decoding it: the value of the last key of that name (the metadata comes
+// last, written by the gateway).
 func phaseIndex(chunk []byte) (int, bool) {
-	i := bytes.LastIndex(chunk, phaseIndexKey)
-	if i < 0 {
+	v := jsonscan.LastKey(chunk, "phase_index")
+	if v < 0 {
 		return 0, false
 	}
-	rest := chunk[i+len(phaseIndexKey):]
-	end := 0
-	for end < len(rest) && rest[end] >= '0' && rest[end] <= '9' {
-		end++
+	end := jsonscan.ValueEnd(chunk, v)
+	if end < 0 {
+		return 0, false
 	}
-	n, err := strconv.Atoi(string(rest[:end]))
+	n, err := strconv.Atoi(string(chunk[v:end]))
 	return n, err == nil
 }
 

@@ -1,7 +1,6 @@
 package proxy
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"log/slog"
@@ -10,6 +9,7 @@ import (
 
 	"github.com/phasegate/phasegate/chat"
 	"github.com/phasegate/phasegate/deepseek"
+	"github.com/phasegate/phasegate/internal/jsonscan"
 	"github.com/phasegate/phasegate/metrics"
 )
 
@@ -65,15 +65,13 @@ type reasoningRecorder struct {
 	tools bool
 }
 
-var toolCallsKey = []byte(`"tool_calls"`)
-
 // chunk records one chunk written to the client.
 func (r *reasoningRecorder) chunk(data []byte) {
 	if r == nil {
 		return
 	}
 	r.keep = append(r.keep, data)
-	r.tools = r.tools || bytes.Contains(data, toolCallsKey)
+	r.tools = r.tools || jsonscan.FindKey(data, "tool_calls", 0) >= 0
 }
 
 // remember ends a streamed response: the reasoning of its tool calls, if

@@ -1,7 +1,6 @@
 package proxy
 
 import (
-	"bytes"
 	"context"
 	"iter"
 	"slices"
@@ -12,6 +11,7 @@ import (
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/phasegate/phasegate/internal/jsonscan"
 	"github.com/phasegate/phasegate/metrics"
 	"github.com/phasegate/phasegate/protocol"
 )
@@ -180,23 +180,21 @@ func tracedEvents(events iter.Seq2[[]byte, error], t *requestTrace) iter.Seq2[[]
 	}
 }
 
-var finishKey = []byte(`"finish_reason":"`)
-
-// finishReasons adds to seen the finish reasons data holds that it lacks.
+// finishReasons adds to seen the finish reasons data holds that it lacks:
+// the string values of its finish_reason keys, spaced as the writer
+// pleased.
 func finishReasons(seen []string, data []byte) []string {
-	for rest := data; ; {
-		i := bytes.Index(rest, finishKey)
-		if i < 0 {
+	for v := jsonscan.FindKey(data, "finish_reason", 0); v >= 0; v = jsonscan.FindKey(data, "finish_reason", v) {
+		if v >= len(data) || data[v] != '"' {
+			continue
+		}
+		end := jsonscan.StringClose(data, v+1)
+		if end < 0 {
 			return seen
 		}
-		rest = rest[i+len(finishKey):]
-		j := bytes.IndexByte(rest, '"')
-		if j < 0 {
-			return seen
+		if r := data[v+1 : end]; len(r) <= 64 && !slices.Contains(seen, string(r)) {
+			seen = append(seen, string(r))
 		}
-		if r := string(rest[:j]); !slices.Contains(seen, r) && len(r) <= 64 {
-			seen = append(seen, r)
-		}
-		rest = rest[j:]
 	}
+	return seen
 }

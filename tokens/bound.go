@@ -7,6 +7,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/phasegate/phasegate/chat"
+	"github.com/phasegate/phasegate/internal/jsonscan"
 )
 
 // FitBounded is Fit for a request that may not need counting: when the
@@ -150,7 +151,7 @@ func foldedKey(raw json.RawMessage) bool {
 			return false
 		}
 		start := i + q + 1
-		end := stringEnd(raw, start)
+		end := jsonscan.StringClose(raw, start)
 		if end < 0 {
 			return true // not valid JSON: let the count decide
 		}
@@ -164,24 +165,4 @@ func foldedKey(raw json.RawMessage) bool {
 		i = end + 1
 	}
 	return false
-}
-
-// stringEnd returns the index of the quote that closes the JSON string
-// whose body starts at start, or -1.
-func stringEnd(data []byte, start int) int {
-	for pos := start; ; {
-		k := bytes.IndexByte(data[pos:], '"')
-		if k < 0 {
-			return -1
-		}
-		end := pos + k
-		n := 0 // an odd run of backslashes escapes the quote
-		for b := end - 1; b >= start && data[b] == '\\'; b-- {
-			n++
-		}
-		if n%2 == 0 {
-			return end
-		}
-		pos = end + 1
-	}
 }

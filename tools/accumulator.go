@@ -1,10 +1,10 @@
 package tools
 
 import (
-	"encoding/json"
 	"strings"
 
 	"github.com/phasegate/phasegate/chat"
+	"github.com/phasegate/phasegate/internal/jsonscan"
 )
 
 // Accumulator reassembles the streamed tool-call deltas of one upstream
@@ -35,7 +35,7 @@ type pending struct {
 	// args is a Builder so that First hands out the arguments without
 	// copying them: the stream pump calls it after every fragment.
 	args strings.Builder
-	scan scanner
+	scan jsonscan.Stream
 }
 
 // Add records one fragment.
@@ -53,7 +53,7 @@ func (a *Accumulator) Add(d chat.ToolCallDelta) {
 	if d.Function.Arguments != "" {
 		start := p.args.Len()
 		p.args.WriteString(d.Function.Arguments)
-		p.scan.feed(p.args.String(), start)
+		p.scan.Feed(p.args.String(), start)
 	}
 }
 
@@ -111,111 +111,6 @@ func (a *Accumulator) First() (call chat.ToolCall, complete bool) {
 	if call.Type == "" {
 		call.Type = "function"
 	}
-	complete = a.finished || len(a.calls) > 1 || p.scan.complete()
+	complete = a.finished || len(a.calls) > 1 || p.scan.Complete()
 	return call, complete
-}
-
-// scanner tells, incrementally, whether a growing buffer holds one complete
-// JSON value. It tracks only what decides where a value ends (whether it
-// is inside a string, the container depth) over the newly appended bytes,
-// so feeding n bytes in any fragmentation costs O(n), not the O(n²) of
-// re-validating the buffer per fragment; json.Valid runs once, when the
-// top-level value closes, to confirm it. A top-level number, true, false
-// or null never closes here: only the end of the stream tells where it
-// ends.
-type scanner struct {
-	state    scanState
-	depth    int
-	inString bool
-	// valid is json.Valid of the buffer when the value closed.
-	valid bool
-}
-
-type scanState uint8
-
-const (
-	scanBefore   scanState = iota // only whitespace so far
-	scanValue                     // inside a container or top-level string
-	scanScalar                    // a top-level scalar: never closes
-	scanClosed                    // the value closed; whitespace may follow
-	scanTrailing                  // non-whitespace followed the closed value
-)
-
-func (s *scanner) feed(buf string, start int) {
-	for i := start; i < len(buf); i++ {
-		c := buf[i]
-		switch s.state {
-		case scanBefore:
-			switch c {
-			case ' ', '\t', '\n', '\r':
-			case '{', '[':
-				s.state, s.depth = scanValue, 1
-			case '"':
-				s.state, s.inString = scanValue, true
-			default:
-				s.state = scanScalar
-				return
-			}
-		case scanValue:
-			if s.inString {
-				// Only a quote matters inside a string, and it ends the
-				// string unless an odd run of backslashes escapes it. The
-				// run is counted in the whole buffer, so a fragment may
-				// end anywhere in it; IndexByte skips the rest quickly.
-				j := strings.IndexByte(buf[i:], '"')
-				if j < 0 {
-					return
-				}
-				i += j
-				if escapedAt(buf, i) {
-					continue
-				}
-				s.inString = false
-				if s.depth == 0 {
-					s.close(buf[:i+1])
-				}
-				continue
-			}
-			switch c {
-			case '"':
-				s.inString = true
-			case '{', '[':
-				s.depth++
-			case '}', ']':
-				s.depth--
-				if s.depth == 0 {
-					s.close(buf[:i+1])
-				}
-			}
-		case scanClosed:
-			switch c {
-			case ' ', '\t', '\n', '\r':
-			default:
-				s.state = scanTrailing
-				return
-			}
-		default: // scanScalar, scanTrailing: nothing more to learn
-			return
-		}
-	}
-}
-
-// escapedAt reports whether the quote at buf[i], inside a string, is
-// escaped: preceded by an odd number of backslashes. The string's opening
-// quote bounds the run.
-func escapedAt(buf string, i int) bool {
-	n := 0
-	for i--; i >= 0 && buf[i] == '\\'; i-- {
-		n++
-	}
-	return n%2 == 1
-}
-
-func (s *scanner) close(value string) {
-	s.state = scanClosed
-	s.valid = json.Valid([]byte(value))
-}
-
-func (s *scanner) complete() bool {
-	return s.state == scanClosed && s.valid
 }
