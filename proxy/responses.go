@@ -100,6 +100,17 @@ func (h *Handler) serveResponses(w http.ResponseWriter, r *http.Request, proto s
 		writeJSONError(w, chat.AsError(err))
 		return
 	}
+	// A resumable stream's log holds chat chunks, which a Responses client
+	// could not read back: this door's streams are not resumable, and one
+	// that asks is told so, as a stream whose events cannot be kept.
+	asked, err := h.resumable(r, req.Stream)
+	if err != nil {
+		writeJSONError(w, chat.AsError(err))
+		return
+	}
+	if asked {
+		w.Header().Set("X-Phasegate-Resumable", "false")
+	}
 	owner := h.responsesOwner(r)
 	input, own, err := h.resolveInput(r.Context(), owner, req)
 	if err != nil {
@@ -118,8 +129,6 @@ func (h *Handler) serveResponses(w http.ResponseWriter, r *http.Request, proto s
 	}
 	cr := r.Clone(r.Context())
 	cr.Body, cr.ContentLength = io.NopCloser(bytes.NewReader(chatBody)), int64(len(chatBody))
-	// A resumable stream's log holds chat chunks, which a Responses client
-	// could not read back: this door's streams are not resumable.
 	cr.Header.Set("X-Phasegate-Resumable", "false")
 	h.serveChat(rw, cr, proto)
 	rw.close()

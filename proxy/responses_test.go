@@ -543,3 +543,34 @@ func TestResponsesInputItems(t *testing.T) {
 		}
 	}
 }
+
+// A Responses stream is not resumable: one that asks is served plain and
+// told so (X-Phasegate-Resumable: false), a resume of its id is a 404,
+// and a header that is neither true nor false is the chat route's 400.
+func TestResponsesStreamNotResumable(t *testing.T) {
+	_, gw := rsGateway(t, proxytest.Simulated())
+	body := `{"model":"` + sim.Model + `","input":"hi","stream":true}`
+	req, _ := http.NewRequestWithContext(testContext(t), http.MethodPost, gw.URL+"/v1/responses", strings.NewReader(body))
+	req.Header.Set("X-Phasegate-Resumable", "true")
+	req.Header.Set("X-Request-Id", "rs-resume-1")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	evs := rsEvents(t, readAll(t, resp.Body))
+	if name, _ := rsFinal(t, evs); resp.StatusCode != http.StatusOK || resp.Header.Get("X-Phasegate-Resumable") != "false" || name != "response.completed" {
+		t.Errorf("stream: %d, X-Phasegate-Resumable %q, last event %s", resp.StatusCode, resp.Header.Get("X-Phasegate-Resumable"), name)
+	}
+	if status, _, b := rsRaw(t, gw, http.MethodGet, "/v1/phasegate/requests/rs-resume-1/events", "", ""); status != http.StatusNotFound || rsError(t, b).Code != "request_not_found" {
+		t.Errorf("resume: %d %s", status, b)
+	}
+	req, _ = http.NewRequestWithContext(testContext(t), http.MethodPost, gw.URL+"/v1/responses", strings.NewReader(body))
+	req.Header.Set("X-Phasegate-Resumable", "yes")
+	resp, err = http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b := readAll(t, resp.Body); resp.StatusCode != http.StatusBadRequest || !strings.Contains(rsError(t, b).Message, "X-Phasegate-Resumable") {
+		t.Errorf("bad header: %d %s", resp.StatusCode, b)
+	}
+}
