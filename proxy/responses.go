@@ -100,6 +100,17 @@ func (h *Handler) serveResponses(w http.ResponseWriter, r *http.Request, proto s
 		writeJSONError(w, chat.AsError(err))
 		return
 	}
+	// A resumable stream's log holds chat chunks, which a Responses client
+	// could not read back: this door's streams are not resumable, and one
+	// that asks is told so, as a stream whose events cannot be kept.
+	asked, err := h.resumable(r, req.Stream)
+	if err != nil {
+		writeJSONError(w, chat.AsError(err))
+		return
+	}
+	if asked {
+		w.Header().Set("X-Phasegate-Resumable", "false")
+	}
 	owner := h.responsesOwner(r)
 	input, own, err := h.resolveInput(r.Context(), owner, req)
 	if err != nil {
@@ -118,8 +129,6 @@ func (h *Handler) serveResponses(w http.ResponseWriter, r *http.Request, proto s
 	}
 	cr := r.Clone(r.Context())
 	cr.Body, cr.ContentLength = io.NopCloser(bytes.NewReader(chatBody)), int64(len(chatBody))
-	// A resumable stream's log holds chat chunks, which a Responses client
-	// could not read back: this door's streams are not resumable.
 	cr.Header.Set("X-Phasegate-Resumable", "false")
 	h.serveChat(rw, cr, proto)
 	rw.close()
@@ -194,7 +203,7 @@ func (h *Handler) storeResponse(ctx context.Context, owner string, resp *respons
 	ctx = context.WithoutCancel(ctx)
 	for i := range input {
 		if input[i].ID == "" && input[i].Type != responses.TypeItemReference {
-			input[i].ID = responses.NewID("item_")
+			input[i].ID = responses.ItemID(input[i].Type)
 		}
 	}
 	b, err := json.Marshal(record{Response: resp.JSON(), Input: input})
@@ -260,8 +269,9 @@ func responseError(err error, id string) *chat.Error {
 }
 
 // inputItems serves GET /v1/responses/{id}/input_items: the response's
-// input as a list, newest first unless order=asc, limit items (1 to 100,
-// default 20) after the item named by after.
+// input as item resources (responses.Resource), newest first unless
+// order=asc, limit items (1 to 100, default 20) after the item named by
+// after.
 func (h *Handler) inputItems(w http.ResponseWriter, r *http.Request, id string) {
 	q := r.URL.Query()
 	limit := 20
@@ -283,32 +293,32 @@ func (h *Handler) inputItems(w http.ResponseWriter, r *http.Request, id string) 
 		writeJSONError(w, responseError(err, id))
 		return
 	}
-	items := rec.Input
+	items := slices.Clone(rec.Input)
 	if order != "asc" {
-		items = make([]responses.Item, len(rec.Input))
-		for i, it := range rec.Input {
-			items[len(items)-1-i] = it
-		}
+		slices.Reverse(items)
 	}
 	if after := q.Get("after"); after != "" {
-		for i, it := range items {
-			if it.ID == after {
-				items = items[i+1:]
-				break
-			}
+		i := slices.IndexFunc(items, func(it responses.Item) bool { return it.ID == after })
+		if i < 0 {
+			writeJSONError(w, chat.InvalidRequest("after", "after names no input item of response '%s': %q", id, after))
+			return
 		}
+		items = items[i+1:]
 	}
 	more := len(items) > limit
 	items = items[:min(limit, len(items))]
 	list := struct {
 		Object  string           `json:"object"`
 		Data    []responses.Item `json:"data"`
-		FirstID *string          `json:"first_id"`
-		LastID  *string          `json:"last_id"`
+		FirstID string           `json:"first_id"`
+		LastID  string           `json:"last_id"`
 		HasMore bool             `json:"has_more"`
 	}{Object: "list", Data: items, HasMore: more}
+	for i := range items {
+		items[i] = responses.Resource(items[i])
+	}
 	if len(items) > 0 {
-		list.FirstID, list.LastID = &items[0].ID, &items[len(items)-1].ID
+		list.FirstID, list.LastID = items[0].ID, items[len(items)-1].ID
 	}
 	b, _ := json.Marshal(list)
 	w.Header().Set("Content-Type", "application/json")

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 
@@ -459,5 +460,117 @@ func TestResponsesAcrossReplicas(t *testing.T) {
 		"input": []map[string]any{{"role": "user", "content": "Weather in Paris?"}, {"type": "item_reference", "id": call.ID}, {"type": "function_call_output", "call_id": call.CallID, "output": "sunny"}}})
 	if third.text() == "" {
 		t.Errorf("referenced on B: %+v", third)
+	}
+}
+
+// rsItemList is a page of GET /v1/responses/{id}/input_items.
+type rsItemList struct {
+	Object  string           `json:"object"`
+	Data    []map[string]any `json:"data"`
+	FirstID string           `json:"first_id"`
+	LastID  string           `json:"last_id"`
+	HasMore bool             `json:"has_more"`
+}
+
+func rsItems(t *testing.T, gw *httptest.Server, id, query string) rsItemList {
+	t.Helper()
+	status, _, b := rsRaw(t, gw, http.MethodGet, "/v1/responses/"+id+"/input_items"+query, "", "")
+	var l rsItemList
+	if status != http.StatusOK || json.Unmarshal(b, &l) != nil || l.Object != "list" {
+		t.Fatalf("input_items%s: %d %s", query, status, b)
+	}
+	return l
+}
+
+// The input items of a response are listed as item resources: an id
+// minted at store time on each (stable across reads), a message's
+// content as typed parts, a status; newest first, or oldest with
+// order=asc, in pages of limit after a cursor.
+func TestResponsesInputItems(t *testing.T) {
+	_, gw := rsGateway(t, proxytest.Simulated())
+	tools := []json.RawMessage{json.RawMessage(rsWeather)}
+	first := rsCreate(t, gw, "/v1/responses", "", map[string]any{"model": sim.Model, "tools": tools, "input": []map[string]any{
+		{"role": "user", "content": "Hello."}, {"role": "assistant", "content": "Hello, how can I help?"}, {"role": "user", "content": "Weather in Paris?"}}})
+	call := first.Output[len(first.Output)-1]
+	second := rsCreate(t, gw, "/v1/responses", "", map[string]any{"model": sim.Model, "previous_response_id": first.ID, "tools": tools,
+		"input": []map[string]any{{"type": "function_call_output", "call_id": call.CallID, "output": "sunny"}}})
+
+	all := rsItems(t, gw, second.ID, "")
+	if len(all.Data) != 3+len(first.Output)+1 || all.HasMore || all.FirstID != all.Data[0]["id"] || all.LastID != all.Data[len(all.Data)-1]["id"] {
+		t.Fatalf("input_items: %+v", all)
+	}
+	if again := rsItems(t, gw, second.ID, ""); fmt.Sprint(again) != fmt.Sprint(all) {
+		t.Errorf("a second read differs:\n%v\n%v", again, all)
+	}
+	newest, oldest := all.Data[0], all.Data[len(all.Data)-1]
+	if newest["type"] != "function_call_output" || newest["call_id"] != call.CallID || newest["status"] != "completed" || !strings.HasPrefix(newest["id"].(string), "fco_") {
+		t.Errorf("newest item: %v", newest)
+	}
+	if fmt.Sprint(oldest["content"]) != "[map[text:Hello. type:input_text]]" || oldest["status"] != "completed" || !strings.HasPrefix(oldest["id"].(string), "msg_") {
+		t.Errorf("oldest item: %v", oldest)
+	}
+	assistant := all.Data[len(all.Data)-2]
+	if fmt.Sprint(assistant["content"]) != "[map[annotations:[] logprobs:[] text:Hello, how can I help? type:output_text]]" || assistant["status"] != "completed" {
+		t.Errorf("assistant message: %v", assistant)
+	}
+	for _, it := range all.Data {
+		if it["type"] == "function_call" && (it["id"] != call.ID || it["status"] != "completed") {
+			t.Errorf("function call: %v, want id %s", it, call.ID)
+		}
+	}
+
+	var asc []map[string]any
+	for after := ""; ; {
+		page := rsItems(t, gw, second.ID, "?order=asc&limit=2"+after)
+		asc = append(asc, page.Data...)
+		if !page.HasMore {
+			break
+		}
+		if len(page.Data) != 2 || len(asc) > len(all.Data) {
+			t.Fatalf("page: %+v", page)
+		}
+		after = "&after=" + page.LastID
+	}
+	slices.Reverse(asc)
+	if fmt.Sprint(asc) != fmt.Sprint(all.Data) {
+		t.Errorf("pages in order asc, reversed:\n%v\nwant\n%v", asc, all.Data)
+	}
+
+	for query, param := range map[string]string{"?limit=0": "limit", "?limit=101": "limit", "?order=up": "order", "?after=msg_none": "after"} {
+		status, _, b := rsRaw(t, gw, http.MethodGet, "/v1/responses/"+second.ID+"/input_items"+query, "", "")
+		if e := rsError(t, b); status != http.StatusBadRequest || e.Param != param {
+			t.Errorf("input_items%s: %d %s", query, status, b)
+		}
+	}
+}
+
+// A Responses stream is not resumable: one that asks is served plain and
+// told so (X-Phasegate-Resumable: false), a resume of its id is a 404,
+// and a header that is neither true nor false is the chat route's 400.
+func TestResponsesStreamNotResumable(t *testing.T) {
+	_, gw := rsGateway(t, proxytest.Simulated())
+	body := `{"model":"` + sim.Model + `","input":"hi","stream":true}`
+	req, _ := http.NewRequestWithContext(testContext(t), http.MethodPost, gw.URL+"/v1/responses", strings.NewReader(body))
+	req.Header.Set("X-Phasegate-Resumable", "true")
+	req.Header.Set("X-Request-Id", "rs-resume-1")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	evs := rsEvents(t, readAll(t, resp.Body))
+	if name, _ := rsFinal(t, evs); resp.StatusCode != http.StatusOK || resp.Header.Get("X-Phasegate-Resumable") != "false" || name != "response.completed" {
+		t.Errorf("stream: %d, X-Phasegate-Resumable %q, last event %s", resp.StatusCode, resp.Header.Get("X-Phasegate-Resumable"), name)
+	}
+	if status, _, b := rsRaw(t, gw, http.MethodGet, "/v1/phasegate/requests/rs-resume-1/events", "", ""); status != http.StatusNotFound || rsError(t, b).Code != "request_not_found" {
+		t.Errorf("resume: %d %s", status, b)
+	}
+	req, _ = http.NewRequestWithContext(testContext(t), http.MethodPost, gw.URL+"/v1/responses", strings.NewReader(body))
+	req.Header.Set("X-Phasegate-Resumable", "yes")
+	resp, err = http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b := readAll(t, resp.Body); resp.StatusCode != http.StatusBadRequest || !strings.Contains(rsError(t, b).Message, "X-Phasegate-Resumable") {
+		t.Errorf("bad header: %d %s", resp.StatusCode, b)
 	}
 }

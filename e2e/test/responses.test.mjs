@@ -150,24 +150,34 @@ describe('openai SDK, responses.create and responses.stream', () => {
     await assert.rejects(c.responses.retrieve(first.id), (err) => err.status === 404);
   });
 
-  // A gap: the stored input items are listed as the client sent them
-  // (a message's content as a string, no status), not as the
-  // specification's item resources.
-  rtest(
-    'input_items lists what a response was given, newest first, as item resources',
-    async () => {
-      const c = client(simRec);
-      const first = await c.responses.create({ model: 'phasegate-sim', input: 'What is the weather in Paris?', tools: [weatherTool] });
-      const [call] = calls(first);
-      const output = { type: 'function_call_output', call_id: call.call_id, output: 'Sunny, 21 °C' };
-      const second = await c.responses.create({ model: 'phasegate-sim', previous_response_id: first.id, input: [output], tools: [weatherTool] });
-      const items = await c.responses.inputItems.list(second.id);
-      assert.equal(items.data[0].type, 'function_call_output', JSON.stringify(items.data));
-      assert.equal(items.data[0].call_id, call.call_id);
-      assert.equal(items.data.at(-1).role, 'user');
-    },
-    { todo: 'stored input items are not listed as item resources (message content as parts, status)' },
-  );
+  // The stored input as the specification's item resources: each with an
+  // id (minted when stored, the same on every read), a message's content
+  // as parts, a status; newest first, in pages.
+  rtest('input_items lists what a response was given, newest first, as item resources', async () => {
+    const c = client(simRec);
+    const first = await c.responses.create({ model: 'phasegate-sim', input: 'What is the weather in Paris?', tools: [weatherTool] });
+    const [call] = calls(first);
+    const output = { type: 'function_call_output', call_id: call.call_id, output: 'Sunny, 21 °C' };
+    const second = await c.responses.create({ model: 'phasegate-sim', previous_response_id: first.id, input: [output], tools: [weatherTool] });
+    const items = await c.responses.inputItems.list(second.id);
+    assert.equal(items.data[0].type, 'function_call_output', JSON.stringify(items.data));
+    assert.equal(items.data[0].call_id, call.call_id);
+    assert.equal(items.data[0].status, 'completed');
+    const user = items.data.at(-1);
+    assert.equal(user.role, 'user');
+    assert.deepEqual(user.content, [{ type: 'input_text', text: 'What is the weather in Paris?' }]);
+    assert.ok(items.data.every((item) => typeof item.id === 'string' && item.id !== ''), JSON.stringify(items.data));
+    assert.deepEqual(
+      items.data.filter((item) => item.type === 'function_call').map((item) => item.id),
+      [call.id],
+    );
+
+    // Oldest first, one item a page: the SDK's auto-pagination follows
+    // after= to the same items, with the same ids.
+    const asc = [];
+    for await (const item of c.responses.inputItems.list(second.id, { order: 'asc', limit: 1 })) asc.push(item);
+    assert.deepEqual(asc.reverse(), items.data);
+  });
 
   rtest('create: previous_response_id brings the stored history to the upstream', async () => {
     const c = client(proxiedRec, 'v1', { 'X-Test-Scenario': 'text' });
