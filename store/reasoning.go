@@ -42,44 +42,20 @@ const (
 // the one clock every replica shares: a replica whose own clock ran ahead
 // would otherwise drop the others' entries early, and one behind would
 // keep its own too long.
-var rememberScript = redis.NewScript(`
+var rememberScript = redis.NewScript(boundedLua + `
 local ttl, max, r = tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3]
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local pfx, age, size, total = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
-local function drop(id)
-  local n = redis.call('HGET', size, id)
-  if n then
-    redis.call('DECRBY', total, n)
-    redis.call('HDEL', size, id)
-  end
-  redis.call('ZREM', age, id)
-  redis.call('DEL', pfx .. id)
-end
-if ttl > 0 then
-  for _, id in ipairs(redis.call('ZRANGEBYSCORE', age, '-inf', now - ttl)) do drop(id) end
-end
+expire(now, ttl)
 for i = 4, #ARGV do
   local id = ARGV[i]
   local n = #id + #r
   if n <= max then
     drop(id)
-    if ttl > 0 then
-      redis.call('SET', pfx .. id, r, 'PX', ttl)
-    else
-      redis.call('SET', pfx .. id, r)
-    end
-    redis.call('ZADD', age, now, id)
-    redis.call('HSET', size, id, n)
-    redis.call('INCRBY', total, n)
+    keep(id, r, n, now, ttl)
   end
 end
-for _ = 1, 100000 do
-  if tonumber(redis.call('GET', total) or '0') <= max then break end
-  local oldest = redis.call('ZRANGE', age, 0, 0)
-  if #oldest == 0 then break end
-  drop(oldest[1])
-end
+shrink(max)
 return 0
 `)
 
