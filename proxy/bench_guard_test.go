@@ -5,7 +5,6 @@ package proxy_test
 //	go test ./proxy -run '^$' -bench '^BenchmarkGuardStream$' -benchtime 2000x -count 3
 
 import (
-	"net/http"
 	"strconv"
 	"strings"
 	"testing"
@@ -47,20 +46,7 @@ func BenchmarkGuardStream(b *testing.B) {
 				reply := streams[kind]
 				_, usrv := proxytest.NewServer(b, func(proxytest.Received) sim.Reply { return reply })
 				gw := serveGateway(b, config(usrv), proxy.Options{TwoStage: protocol.NewTwoStage(protocol.TwoStageConfig{}, nil)})
-				tr := http.DefaultTransport.(*http.Transport).Clone()
-				b.Cleanup(tr.CloseIdleConnections)
-				p := &benchPair{client: &http.Client{Transport: tr}}
-				url := gw.URL + "/" + route + "/v1/chat/completions"
-				p.roundTrip(b, url, body)
-				cpu0 := cpuTime(b)
-				b.ReportAllocs()
-				b.ResetTimer()
-				for range b.N {
-					p.roundTrip(b, url, body)
-				}
-				b.StopTimer()
-				perReq := float64((cpuTime(b) - cpu0).Nanoseconds()) / 1e3 / float64(b.N)
-				b.ReportMetric(perReq, "cpu-µs/req")
+				perReq := benchCPU(b, gw.URL+"/"+route+"/v1/chat/completions", body)
 				b.ReportMetric(perReq/benchChunks, "cpu-µs/chunk")
 			})
 		}
@@ -100,19 +86,7 @@ func BenchmarkGuardProfiles(b *testing.B) {
 		b.Run(name, func(b *testing.B) {
 			_, usrv := proxytest.NewServer(b, func(proxytest.Received) sim.Reply { return reply })
 			gw := serveGateway(b, config(usrv), proxy.Options{TwoStage: protocol.NewTwoStage(profiles[name], nil)})
-			tr := http.DefaultTransport.(*http.Transport).Clone()
-			b.Cleanup(tr.CloseIdleConnections)
-			p := &benchPair{client: &http.Client{Transport: tr}}
-			url := gw.URL + "/two-stage/v1/chat/completions"
-			p.roundTrip(b, url, body)
-			cpu0 := cpuTime(b)
-			b.ReportAllocs()
-			b.ResetTimer()
-			for range b.N {
-				p.roundTrip(b, url, body)
-			}
-			b.StopTimer()
-			b.ReportMetric(float64((cpuTime(b)-cpu0).Nanoseconds())/1e3/float64(b.N), "cpu-µs/req")
+			benchCPU(b, gw.URL+"/two-stage/v1/chat/completions", body)
 		})
 	}
 }

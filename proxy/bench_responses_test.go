@@ -6,7 +6,6 @@ package proxy_test
 //	go test ./proxy -run '^$' -bench '^BenchmarkResponsesStream$' -benchtime 2000x -count 5
 
 import (
-	"net/http"
 	"strings"
 	"testing"
 
@@ -42,19 +41,7 @@ func BenchmarkResponsesStream(b *testing.B) {
 		b.Run(door, func(b *testing.B) {
 			_, usrv := proxytest.NewServer(b, func(proxytest.Received) sim.Reply { return reply })
 			gw := serveGateway(b, config(usrv), proxy.Options{DefaultProtocol: proxy.ProtocolTwoStage, TwoStage: protocol.NewTwoStage(protocol.TwoStageConfig{}, nil)})
-			tr := http.DefaultTransport.(*http.Transport).Clone()
-			b.Cleanup(tr.CloseIdleConnections)
-			p := &benchPair{client: &http.Client{Transport: tr}}
-			url, body := gw.URL+paths[door], bodies[door]
-			p.roundTrip(b, url, body)
-			cpu0 := cpuTime(b)
-			b.ReportAllocs()
-			b.ResetTimer()
-			for range b.N {
-				p.roundTrip(b, url, body)
-			}
-			b.StopTimer()
-			b.ReportMetric(float64((cpuTime(b)-cpu0).Nanoseconds())/1e3/float64(b.N), "cpu-µs/req")
+			benchCPU(b, gw.URL+paths[door], bodies[door])
 		})
 	}
 }
