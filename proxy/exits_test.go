@@ -12,6 +12,14 @@ import (
 	"github.com/phasegate/phasegate/sim"
 )
 
+// operatorKeyGateway serves a gateway with a key of its own in front of usrv.
+func operatorKeyGateway(t *testing.T, usrv *httptest.Server) *httptest.Server {
+	t.Helper()
+	cfg := config(usrv)
+	cfg.Providers[0].APIKey = "sk-gateway-0123456789"
+	return newGateway(t, cfg)
+}
+
 // forwardOnce sends a JSON request with header through gw and returns
 // the one request up received: the gateway must answer 200, having asked
 // the upstream once.
@@ -106,9 +114,7 @@ func TestPassThroughKeepsBodyCoding(t *testing.T) {
 	up, usrv := proxytest.NewServer(t, func(proxytest.Received) sim.Reply {
 		return sim.Reply{Header: http.Header{"Content-Type": {"application/json"}}, Body: []byte(`{"object":"list","data":[]}`)}
 	})
-	cfg := config(usrv)
-	cfg.Providers[0].APIKey = "sk-gateway-0123456789"
-	gw := newGateway(t, cfg)
+	gw := operatorKeyGateway(t, usrv)
 	rec := forwardOnce(t, gw, up, http.MethodPost, "/v1/embeddings", "\x1f\x8b coded", http.Header{"Content-Encoding": {"gzip"}})
 	if got := rec.Header.Get("Content-Encoding"); got != "gzip" || string(rec.Body) != "\x1f\x8b coded" {
 		t.Errorf("upstream got Content-Encoding %q and body %q; want gzip and the body as sent", got, rec.Body)
@@ -149,9 +155,7 @@ func TestForwardHeadersSetting(t *testing.T) {
 func TestHeaderRedactionSharesNothing(t *testing.T) {
 	t.Parallel()
 	_, usrv := proxytest.NewServer(t, proxytest.Script())
-	cfg := config(usrv)
-	cfg.Providers[0].APIKey = "sk-gateway-0123456789"
-	gw := newGateway(t, cfg)
+	gw := operatorKeyGateway(t, usrv)
 	errs := make(chan error, 16)
 	for range 16 {
 		go func() {
