@@ -15,6 +15,20 @@ import (
 	"github.com/phasegate/phasegate/sim"
 )
 
+// benchCallStream is a stream of a role, 150 text chunks, then a
+// read_file call in 48 argument fragments, for the caller to finish.
+func benchCallStream() *sim.Stream {
+	s := sim.NewStream(testModel).Role()
+	for i := range 150 {
+		s.Content("word" + strings.Repeat("y", i%5) + " ")
+	}
+	args := []string{`{"path":"`}
+	for range 46 {
+		args = append(args, `src/a`)
+	}
+	return s.ToolCall(0, "call_1", "read_file", append(args, `.go"}`)...)
+}
+
 // BenchmarkGuardStream serves the same 200-chunk streams through
 // /standard/v1 and /two-stage/v1 of one gateway and reports the CPU time
 // of the whole process per request and per chunk, and allocations per
@@ -27,16 +41,7 @@ func BenchmarkGuardStream(b *testing.B) {
 		text.Content("token" + strings.Repeat("x", i%7) + " ")
 	}
 	text.Finish("stop").Done()
-	call := sim.NewStream(testModel).Role()
-	for i := range 150 {
-		call.Content("word" + strings.Repeat("y", i%5) + " ")
-	}
-	args := []string{`{"path":"`}
-	for range 46 {
-		args = append(args, `src/a`)
-	}
-	args = append(args, `.go"}`)
-	call.ToolCall(0, "call_1", "read_file", args...).ToolCall(1, "call_2", "read_file", `{"path":"b.go"}`).Finish("tool_calls").Done()
+	call := benchCallStream().ToolCall(1, "call_2", "read_file", `{"path":"b.go"}`).Finish("tool_calls").Done()
 	streams := map[string]sim.Reply{"text": text.Reply(), "tool-call": call.Reply()}
 	body := `{"model":"` + testModel + `","stream":true,"messages":[{"role":"user","content":"Read a.go."}],` +
 		`"tools":[{"type":"function","function":{"name":"read_file","parameters":{"type":"object","properties":{"path":{"type":"string"}},"required":["path"]}}}]}`

@@ -6,7 +6,6 @@ package proxy_test
 //	go test ./proxy -run '^$' -bench '^BenchmarkResponsesStream$' -benchtime 2000x -count 5
 
 import (
-	"strings"
 	"testing"
 
 	"github.com/phasegate/phasegate/protocol"
@@ -21,15 +20,7 @@ import (
 // on, and reports the CPU time of the whole process per request: the
 // ratio of the two is what the translation costs.
 func BenchmarkResponsesStream(b *testing.B) {
-	s := sim.NewStream(testModel).Role()
-	for i := range 150 {
-		s.Content("word" + strings.Repeat("y", i%5) + " ")
-	}
-	args := []string{`{"path":"`}
-	for range 46 {
-		args = append(args, `src/a`)
-	}
-	reply := s.ToolCall(0, "call_1", "read_file", append(args, `.go"}`)...).Finish("tool_calls").Usage(40, 200, nil).Done().Reply()
+	reply := benchCallStream().Finish("tool_calls").Usage(40, 200, nil).Done().Reply()
 	const params = `{"type":"object","properties":{"path":{"type":"string"}},"required":["path"]}`
 	bodies := map[string]string{
 		"chat": `{"model":"` + testModel + `","stream":true,"stream_options":{"include_usage":true},"messages":[{"role":"user","content":"Read a.go."}],` +
