@@ -1,5 +1,18 @@
 package store
 
+// boundedKeys are the keys of a bounded set on Redis: entry prefixes
+// each entry's string, age is the sorted set of entries by age, size the
+// hash of their sizes, total the sum of those sizes.
+type boundedKeys struct{ entry, age, size, total string }
+
+// keysOf returns the keys of the bounded set called name.
+func keysOf(name string) boundedKeys {
+	return boundedKeys{entry: prefix + name + ":", age: prefix + name + "-age", size: prefix + name + "-size", total: prefix + name + "-bytes"}
+}
+
+// list is the keys in the order boundedLua reads them from KEYS.
+func (k boundedKeys) list() []string { return []string{k.entry, k.age, k.size, k.total} }
+
 // boundedLua opens the scripts that keep a bounded set of entries on
 // Redis (the records of the Responses API, the reasoning by tool call
 // id): KEYS are the prefix of each entry's string, the sorted set of

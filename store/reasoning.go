@@ -26,14 +26,9 @@ func NewReasoning(r *Redis, maxBytes int64, ttl time.Duration) *Reasoning {
 	return &Reasoning{r: r, maxBytes: maxBytes, ttl: ttl}
 }
 
-// Keys of the reasoning memory: one string per call id, the ids by age
-// in a sorted set, their sizes in a hash, and the total.
-const (
-	reasoningKey   = prefix + "reasoning:"
-	reasoningAge   = prefix + "reasoning-age"
-	reasoningSize  = prefix + "reasoning-size"
-	reasoningTotal = prefix + "reasoning-bytes"
-)
+// reasoningKeys are the keys of the reasoning memory: one string per
+// call id.
+var reasoningKeys = keysOf("reasoning")
 
 // rememberScript stores ARGV[4:] (call ids) → ARGV[3] (reasoning) and
 // keeps the total under ARGV[2] bytes, dropping the oldest, and the
@@ -76,8 +71,7 @@ func (m *Reasoning) Remember(ctx context.Context, callIDs []string, reasoning st
 	if len(args) == head {
 		return nil
 	}
-	keys := []string{reasoningKey, reasoningAge, reasoningSize, reasoningTotal}
-	if err := rememberScript.Run(ctx, m.r.c, keys, args...).Err(); err != nil {
+	if err := rememberScript.Run(ctx, m.r.c, reasoningKeys.list(), args...).Err(); err != nil {
 		return fmt.Errorf("remember reasoning of %d tool calls: %w", len(args)-head, err)
 	}
 	return nil
@@ -91,7 +85,7 @@ func (m *Reasoning) Recall(ctx context.Context, callIDs []string) (map[string]st
 	}
 	keys := make([]string, len(callIDs))
 	for i, id := range callIDs {
-		keys[i] = reasoningKey + id
+		keys[i] = reasoningKeys.entry + id
 	}
 	vals, err := m.r.c.MGet(ctx, keys...).Result()
 	if err != nil {
@@ -108,7 +102,7 @@ func (m *Reasoning) Recall(ctx context.Context, callIDs []string) (map[string]st
 
 // reasoningBytes is the total the memory holds, for tests.
 func (m *Reasoning) reasoningBytes(ctx context.Context) (int64, error) {
-	s, err := m.r.c.Get(ctx, reasoningTotal).Result()
+	s, err := m.r.c.Get(ctx, reasoningKeys.total).Result()
 	if err == redis.Nil {
 		return 0, nil
 	}

@@ -127,14 +127,8 @@ func NewRedisResponses(r *Redis, ttl time.Duration, maxBytes int64) *RedisRespon
 	return &RedisResponses{r: r, ttl: ttl, maxBytes: maxBytes}
 }
 
-// Keys of the records: one string per key, the keys by age in a sorted
-// set, their sizes in a hash, and the total.
-const (
-	responsesKey   = prefix + "responses:"
-	responsesAge   = prefix + "responses-age"
-	responsesSize  = prefix + "responses-size"
-	responsesTotal = prefix + "responses-bytes"
-)
+// responsesKeys are the keys of the records: one string per key.
+var responsesKeys = keysOf("responses")
 
 // putScript keeps ARGV[5] under ARGV[4] and the total under ARGV[3]
 // bytes (0: unbounded), dropping the oldest, and the entries older than
@@ -156,14 +150,10 @@ var delScript = redis.NewScript(boundedLua + `
 return drop(ARGV[1])
 `)
 
-func responsesKeys() []string {
-	return []string{responsesKey, responsesAge, responsesSize, responsesTotal}
-}
-
 // Put keeps val under key, replacing what was there.
 func (m *RedisResponses) Put(ctx context.Context, key string, val []byte) error {
 	args := []any{time.Now().UnixMilli(), m.ttl.Milliseconds(), m.maxBytes, key, val}
-	if err := putScript.Run(ctx, m.r.c, responsesKeys(), args...).Err(); err != nil {
+	if err := putScript.Run(ctx, m.r.c, responsesKeys.list(), args...).Err(); err != nil {
 		return fmt.Errorf("store response record: %w", err)
 	}
 	return nil
@@ -171,7 +161,7 @@ func (m *RedisResponses) Put(ctx context.Context, key string, val []byte) error 
 
 // Get returns the record under key, or ErrNotFound.
 func (m *RedisResponses) Get(ctx context.Context, key string) ([]byte, error) {
-	b, err := m.r.c.Get(ctx, responsesKey+key).Bytes()
+	b, err := m.r.c.Get(ctx, responsesKeys.entry+key).Bytes()
 	if errors.Is(err, redis.Nil) {
 		return nil, ErrNotFound
 	}
@@ -183,7 +173,7 @@ func (m *RedisResponses) Get(ctx context.Context, key string) ([]byte, error) {
 
 // Delete forgets the record under key; ErrNotFound when there is none.
 func (m *RedisResponses) Delete(ctx context.Context, key string) error {
-	n, err := delScript.Run(ctx, m.r.c, responsesKeys(), key).Int()
+	n, err := delScript.Run(ctx, m.r.c, responsesKeys.list(), key).Int()
 	if err != nil {
 		return fmt.Errorf("delete response record: %w", err)
 	}
