@@ -193,21 +193,12 @@ type OutChunk struct {
 	Extension         any             `json:"phasegate,omitempty"`
 }
 
-// OutChoice is a choice of a chunk the gateway writes. FinishReason is
-// always written, null when nil, as OpenAI does.
-type OutChoice struct {
-	Index        int      `json:"index"`
-	Delta        OutDelta `json:"delta"`
-	FinishReason *string  `json:"finish_reason"`
-}
+// OutChoice is a choice of a chunk the gateway writes: the choice it
+// reads. FinishReason is always written, null when nil, as OpenAI does.
+type OutChoice = ChunkChoice
 
-// OutDelta is the delta of a chunk the gateway writes.
-type OutDelta struct {
-	Role             string          `json:"role,omitempty"`
-	Content          *string         `json:"content,omitempty"`
-	ReasoningContent *string         `json:"reasoning_content,omitempty"`
-	ToolCalls        []ToolCallDelta `json:"tool_calls,omitempty"`
-}
+// OutDelta is the delta of a chunk the gateway writes: the delta it reads.
+type OutDelta = Delta
 
 // NewChunk returns an empty chunk with the shared header.
 func (h ChunkHeader) NewChunk() OutChunk {

@@ -186,31 +186,7 @@ phasegate_upstream_tokens_total{kind="prompt",provider="deepseek",source="estima
 phasegate_upstream_tokens_total{kind="prompt",provider="deepseek",source="reported"} 0
 phasegate_upstream_tokens_total{kind="prompt",provider="openai",source="estimated"} 0
 phasegate_upstream_tokens_total{kind="prompt",provider="openai",source="reported"} 0
-# HELP phasegate_turn_cycles Tool executions the turn held when a guarded request ended with a final answer, by the guard's profile.
-# TYPE phasegate_turn_cycles histogram
-phasegate_turn_cycles_bucket{profile="agent",le="0"} 0
-phasegate_turn_cycles_bucket{profile="agent",le="1"} 0
-phasegate_turn_cycles_bucket{profile="agent",le="2"} 0
-phasegate_turn_cycles_bucket{profile="agent",le="3"} 0
-phasegate_turn_cycles_bucket{profile="agent",le="4"} 0
-phasegate_turn_cycles_bucket{profile="agent",le="5"} 0
-phasegate_turn_cycles_bucket{profile="agent",le="8"} 0
-phasegate_turn_cycles_bucket{profile="agent",le="13"} 0
-phasegate_turn_cycles_bucket{profile="agent",le="+Inf"} 0
-phasegate_turn_cycles_sum{profile="agent"} 0
-phasegate_turn_cycles_count{profile="agent"} 0
-phasegate_turn_cycles_bucket{profile="strict",le="0"} 0
-phasegate_turn_cycles_bucket{profile="strict",le="1"} 0
-phasegate_turn_cycles_bucket{profile="strict",le="2"} 0
-phasegate_turn_cycles_bucket{profile="strict",le="3"} 0
-phasegate_turn_cycles_bucket{profile="strict",le="4"} 0
-phasegate_turn_cycles_bucket{profile="strict",le="5"} 0
-phasegate_turn_cycles_bucket{profile="strict",le="8"} 0
-phasegate_turn_cycles_bucket{profile="strict",le="13"} 0
-phasegate_turn_cycles_bucket{profile="strict",le="+Inf"} 0
-phasegate_turn_cycles_sum{profile="strict"} 0
-phasegate_turn_cycles_count{profile="strict"} 0
-`
+` + cyclesHead + zeroCycles("agent") + zeroCycles("strict")
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(want),
 		"phasegate_budget_exhaustions_total", "phasegate_fallbacks_total", "phasegate_leaked_tool_calls_total",
 		"phasegate_requests_in_flight", "phasegate_requests_total", "phasegate_thinking_repairs_total",
@@ -232,6 +208,18 @@ phasegate_turn_cycles_count{profile="strict"} 0
 
 // series writes the exposition of a counter family with one label, a
 // series for each of values at its count in counts (0 if absent).
+// zeroCycles is the golden lines of one profile's phasegate_turn_cycles
+// series before any turn ended: every bucket, the sum and the count at 0.
+func zeroCycles(profile string) string {
+	var b strings.Builder
+	for _, le := range []string{"0", "1", "2", "3", "4", "5", "8", "13", "+Inf"} {
+		b.WriteString("phasegate_turn_cycles_bucket{profile=" + strconv.Quote(profile) + ",le=" + strconv.Quote(le) + "} 0\n")
+	}
+	b.WriteString("phasegate_turn_cycles_sum{profile=" + strconv.Quote(profile) + "} 0\n")
+	b.WriteString("phasegate_turn_cycles_count{profile=" + strconv.Quote(profile) + "} 0\n")
+	return b.String()
+}
+
 func series(name, help, label string, values []string, counts map[string]int) string {
 	var b strings.Builder
 	b.WriteString("# HELP " + name + " " + help + "\n# TYPE " + name + " counter\n")
@@ -368,18 +356,7 @@ phasegate_fallbacks_total 2
 				m.TurnEnded("lenient", 1) // not a profile: not counted
 			},
 			metric: "phasegate_turn_cycles",
-			want: cyclesHead + `
-phasegate_turn_cycles_bucket{profile="agent",le="0"} 0
-phasegate_turn_cycles_bucket{profile="agent",le="1"} 0
-phasegate_turn_cycles_bucket{profile="agent",le="2"} 0
-phasegate_turn_cycles_bucket{profile="agent",le="3"} 0
-phasegate_turn_cycles_bucket{profile="agent",le="4"} 0
-phasegate_turn_cycles_bucket{profile="agent",le="5"} 0
-phasegate_turn_cycles_bucket{profile="agent",le="8"} 0
-phasegate_turn_cycles_bucket{profile="agent",le="13"} 0
-phasegate_turn_cycles_bucket{profile="agent",le="+Inf"} 0
-phasegate_turn_cycles_sum{profile="agent"} 0
-phasegate_turn_cycles_count{profile="agent"} 0
+			want: cyclesHead + zeroCycles("agent") + `
 phasegate_turn_cycles_bucket{profile="strict",le="0"} 1
 phasegate_turn_cycles_bucket{profile="strict",le="1"} 1
 phasegate_turn_cycles_bucket{profile="strict",le="2"} 2

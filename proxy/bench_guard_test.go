@@ -5,7 +5,6 @@ package proxy_test
 //	go test ./proxy -run '^$' -bench '^BenchmarkGuardStream$' -benchtime 2000x -count 3
 
 import (
-	"net/http"
 	"strconv"
 	"strings"
 	"testing"
@@ -15,6 +14,20 @@ import (
 	"github.com/phasegate/phasegate/proxy/proxytest"
 	"github.com/phasegate/phasegate/sim"
 )
+
+// benchCallStream is a stream of a role, 150 text chunks, then a
+// read_file call in 48 argument fragments, for the caller to finish.
+func benchCallStream() *sim.Stream {
+	s := sim.NewStream(testModel).Role()
+	for i := range 150 {
+		s.Content("word" + strings.Repeat("y", i%5) + " ")
+	}
+	args := []string{`{"path":"`}
+	for range 46 {
+		args = append(args, `src/a`)
+	}
+	return s.ToolCall(0, "call_1", "read_file", append(args, `.go"}`)...)
+}
 
 // BenchmarkGuardStream serves the same 200-chunk streams through
 // /standard/v1 and /two-stage/v1 of one gateway and reports the CPU time
@@ -28,16 +41,7 @@ func BenchmarkGuardStream(b *testing.B) {
 		text.Content("token" + strings.Repeat("x", i%7) + " ")
 	}
 	text.Finish("stop").Done()
-	call := sim.NewStream(testModel).Role()
-	for i := range 150 {
-		call.Content("word" + strings.Repeat("y", i%5) + " ")
-	}
-	args := []string{`{"path":"`}
-	for range 46 {
-		args = append(args, `src/a`)
-	}
-	args = append(args, `.go"}`)
-	call.ToolCall(0, "call_1", "read_file", args...).ToolCall(1, "call_2", "read_file", `{"path":"b.go"}`).Finish("tool_calls").Done()
+	call := benchCallStream().ToolCall(1, "call_2", "read_file", `{"path":"b.go"}`).Finish("tool_calls").Done()
 	streams := map[string]sim.Reply{"text": text.Reply(), "tool-call": call.Reply()}
 	body := `{"model":"` + testModel + `","stream":true,"messages":[{"role":"user","content":"Read a.go."}],` +
 		`"tools":[{"type":"function","function":{"name":"read_file","parameters":{"type":"object","properties":{"path":{"type":"string"}},"required":["path"]}}}]}`
@@ -47,20 +51,7 @@ func BenchmarkGuardStream(b *testing.B) {
 				reply := streams[kind]
 				_, usrv := proxytest.NewServer(b, func(proxytest.Received) sim.Reply { return reply })
 				gw := serveGateway(b, config(usrv), proxy.Options{TwoStage: protocol.NewTwoStage(protocol.TwoStageConfig{}, nil)})
-				tr := http.DefaultTransport.(*http.Transport).Clone()
-				b.Cleanup(tr.CloseIdleConnections)
-				p := &benchPair{client: &http.Client{Transport: tr}}
-				url := gw.URL + "/" + route + "/v1/chat/completions"
-				p.roundTrip(b, url, body)
-				cpu0 := cpuTime(b)
-				b.ReportAllocs()
-				b.ResetTimer()
-				for range b.N {
-					p.roundTrip(b, url, body)
-				}
-				b.StopTimer()
-				perReq := float64((cpuTime(b) - cpu0).Nanoseconds()) / 1e3 / float64(b.N)
-				b.ReportMetric(perReq, "cpu-µs/req")
+				perReq := benchCPU(b, gw.URL+"/"+route+"/v1/chat/completions", body)
 				b.ReportMetric(perReq/benchChunks, "cpu-µs/chunk")
 			})
 		}
@@ -100,19 +91,7 @@ func BenchmarkGuardProfiles(b *testing.B) {
 		b.Run(name, func(b *testing.B) {
 			_, usrv := proxytest.NewServer(b, func(proxytest.Received) sim.Reply { return reply })
 			gw := serveGateway(b, config(usrv), proxy.Options{TwoStage: protocol.NewTwoStage(profiles[name], nil)})
-			tr := http.DefaultTransport.(*http.Transport).Clone()
-			b.Cleanup(tr.CloseIdleConnections)
-			p := &benchPair{client: &http.Client{Transport: tr}}
-			url := gw.URL + "/two-stage/v1/chat/completions"
-			p.roundTrip(b, url, body)
-			cpu0 := cpuTime(b)
-			b.ReportAllocs()
-			b.ResetTimer()
-			for range b.N {
-				p.roundTrip(b, url, body)
-			}
-			b.StopTimer()
-			b.ReportMetric(float64((cpuTime(b)-cpu0).Nanoseconds())/1e3/float64(b.N), "cpu-µs/req")
+			benchCPU(b, gw.URL+"/two-stage/v1/chat/completions", body)
 		})
 	}
 }

@@ -6,8 +6,6 @@ package proxy_test
 //	go test ./proxy -run '^$' -bench '^BenchmarkResponsesStream$' -benchtime 2000x -count 5
 
 import (
-	"net/http"
-	"strings"
 	"testing"
 
 	"github.com/phasegate/phasegate/protocol"
@@ -22,15 +20,7 @@ import (
 // on, and reports the CPU time of the whole process per request: the
 // ratio of the two is what the translation costs.
 func BenchmarkResponsesStream(b *testing.B) {
-	s := sim.NewStream(testModel).Role()
-	for i := range 150 {
-		s.Content("word" + strings.Repeat("y", i%5) + " ")
-	}
-	args := []string{`{"path":"`}
-	for range 46 {
-		args = append(args, `src/a`)
-	}
-	reply := s.ToolCall(0, "call_1", "read_file", append(args, `.go"}`)...).Finish("tool_calls").Usage(40, 200, nil).Done().Reply()
+	reply := benchCallStream().Finish("tool_calls").Usage(40, 200, nil).Done().Reply()
 	const params = `{"type":"object","properties":{"path":{"type":"string"}},"required":["path"]}`
 	bodies := map[string]string{
 		"chat": `{"model":"` + testModel + `","stream":true,"stream_options":{"include_usage":true},"messages":[{"role":"user","content":"Read a.go."}],` +
@@ -42,19 +32,7 @@ func BenchmarkResponsesStream(b *testing.B) {
 		b.Run(door, func(b *testing.B) {
 			_, usrv := proxytest.NewServer(b, func(proxytest.Received) sim.Reply { return reply })
 			gw := serveGateway(b, config(usrv), proxy.Options{DefaultProtocol: proxy.ProtocolTwoStage, TwoStage: protocol.NewTwoStage(protocol.TwoStageConfig{}, nil)})
-			tr := http.DefaultTransport.(*http.Transport).Clone()
-			b.Cleanup(tr.CloseIdleConnections)
-			p := &benchPair{client: &http.Client{Transport: tr}}
-			url, body := gw.URL+paths[door], bodies[door]
-			p.roundTrip(b, url, body)
-			cpu0 := cpuTime(b)
-			b.ReportAllocs()
-			b.ResetTimer()
-			for range b.N {
-				p.roundTrip(b, url, body)
-			}
-			b.StopTimer()
-			b.ReportMetric(float64((cpuTime(b)-cpu0).Nanoseconds())/1e3/float64(b.N), "cpu-µs/req")
+			benchCPU(b, gw.URL+paths[door], bodies[door])
 		})
 	}
 }

@@ -106,6 +106,26 @@ func cpuTime(b *testing.B) time.Duration {
 
 const benchChunks = 200
 
+// benchCPU posts body to url once, then b.N times timed, through a client
+// of its own, and reports the CPU time of the whole process per request
+// as cpu-µs/req, which it returns.
+func benchCPU(b *testing.B, url, body string) float64 {
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	b.Cleanup(tr.CloseIdleConnections)
+	p := &benchPair{client: &http.Client{Transport: tr}}
+	p.roundTrip(b, url, body)
+	cpu0 := cpuTime(b)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N {
+		p.roundTrip(b, url, body)
+	}
+	b.StopTimer()
+	perReq := float64((cpuTime(b) - cpu0).Nanoseconds()) / 1e3 / float64(b.N)
+	b.ReportMetric(perReq, "cpu-µs/req")
+	return perReq
+}
+
 // BenchmarkStream forwards a 200-chunk stream (a role chunk, 198 content
 // chunks, a finish chunk, then [DONE]) and reports CPU time per request
 // and per chunk, and allocations per chunk, of the whole process (client,

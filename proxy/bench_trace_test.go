@@ -54,20 +54,7 @@ func BenchmarkObservability(b *testing.B) {
 				opts.TwoStage = protocol.NewTwoStage(protocol.TwoStageConfig{}, tracing.SpanEvents{})
 			}
 			gw := serveGateway(b, config(usrv), opts)
-			tr := http.DefaultTransport.(*http.Transport).Clone()
-			b.Cleanup(tr.CloseIdleConnections)
-			p := &benchPair{client: &http.Client{Transport: tr}}
-			url := gw.URL + "/v1/chat/completions"
-			p.roundTrip(b, url, body)
-			cpu0 := cpuTime(b)
-			b.ReportAllocs()
-			b.ResetTimer()
-			for range b.N {
-				p.roundTrip(b, url, body)
-			}
-			b.StopTimer()
-			perReq := float64((cpuTime(b) - cpu0).Nanoseconds()) / 1e3 / float64(b.N)
-			b.ReportMetric(perReq, "cpu-µs/req")
+			perReq := benchCPU(b, gw.URL+"/v1/chat/completions", body)
 			b.ReportMetric(perReq/benchChunks, "cpu-µs/chunk")
 		})
 	}

@@ -14,14 +14,34 @@ import (
 	"github.com/phasegate/phasegate/sim"
 )
 
-// orchestratorGateway serves the guard in front of the simulated models,
-// in process, with envelope rules.
+// orchestratorGateway is a go-openai client of simGateway.
 func orchestratorGateway(t *testing.T, rules ...proxy.EnvelopeRule) *openai.Client {
 	t.Helper()
-	cfg := proxy.Config{Providers: []proxy.Provider{{Name: "openai", BaseURL: sim.BaseURL, Simulated: true}}, Envelopes: rules}
-	gw := serveGateway(t, cfg, proxy.Options{Transport: &sim.Transport{}, DefaultProtocol: proxy.ProtocolTwoStage,
-		TwoStage: protocol.NewTwoStage(protocol.TwoStageConfig{MaxEnvelopeRetries: protocol.DefaultMaxEnvelopeRetries}, nil)})
-	return newClient(gw)
+	return newClient(simGateway(t, rules...))
+}
+
+// askContent asks req of client, streamed or whole, and returns the
+// content of the answer's first choice.
+func askContent(t *testing.T, client *openai.Client, req openai.ChatCompletionRequest, stream bool) string {
+	t.Helper()
+	ctx := testContext(t)
+	if !stream {
+		resp, err := client.CreateChatCompletion(ctx, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.Choices[0].Message.Content
+	}
+	s, err := client.CreateChatCompletionStream(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	res, err := collect(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res.Content
 }
 
 // The go-openai client receives the orchestrator's envelopes repaired or
@@ -41,27 +61,8 @@ func TestEnvelopesThroughOpenAIClient(t *testing.T) {
 	for _, tc := range cases {
 		for _, stream := range []bool{true, false} {
 			t.Run(tc.prompt+map[bool]string{true: " stream", false: " whole"}[stream], func(t *testing.T) {
-				ctx := testContext(t)
 				req := openai.ChatCompletionRequest{Model: sim.OrchestratorModel, Messages: userMessage(tc.prompt)}
-				var content string
-				if stream {
-					s, err := client.CreateChatCompletionStream(ctx, req)
-					if err != nil {
-						t.Fatal(err)
-					}
-					defer s.Close()
-					res, err := collect(s)
-					if err != nil {
-						t.Fatal(err)
-					}
-					content = res.Content
-				} else {
-					resp, err := client.CreateChatCompletion(ctx, req)
-					if err != nil {
-						t.Fatal(err)
-					}
-					content = resp.Choices[0].Message.Content
-				}
+				content := askContent(t, client, req, stream)
 				r := envelope.Parse(content)
 				if !r.Valid {
 					t.Fatalf("the client got no valid envelope: %+v\n%q", r, content)

@@ -3,6 +3,7 @@ package proxy_test
 import (
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 
@@ -10,6 +11,40 @@ import (
 	"github.com/phasegate/phasegate/proxy/proxytest"
 	"github.com/phasegate/phasegate/sim"
 )
+
+// operatorKeyGateway serves a gateway with a key of its own in front of usrv.
+func operatorKeyGateway(t *testing.T, usrv *httptest.Server) *httptest.Server {
+	t.Helper()
+	cfg := config(usrv)
+	cfg.Providers[0].APIKey = "sk-gateway-0123456789"
+	return newGateway(t, cfg)
+}
+
+// forwardOnce sends a JSON request with header through gw and returns
+// the one request up received: the gateway must answer 200, having asked
+// the upstream once.
+func forwardOnce(t *testing.T, gw *httptest.Server, up *proxytest.Upstream, method, path, body string, header http.Header) proxytest.Received {
+	t.Helper()
+	req, err := http.NewRequestWithContext(testContext(t), method, gw.URL+path, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header = header.Clone()
+	if req.Header == nil {
+		req.Header = http.Header{}
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := gw.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	readAll(t, resp.Body)
+	rec := up.Received()
+	if resp.StatusCode != http.StatusOK || len(rec) != 1 {
+		t.Fatalf("status %d, upstream got %d requests; want 200 and 1", resp.StatusCode, len(rec))
+	}
+	return rec[0]
+}
 
 // TestForwardedHeaders checks the client headers that reach an upstream,
 // on every kind of route: those of the allowlist always; the client's
@@ -47,22 +82,7 @@ func TestForwardedHeaders(t *testing.T) {
 				cfg := config(usrv)
 				cfg.Providers[0].APIKey = key
 				gw := newGateway(t, cfg)
-				req, err := http.NewRequestWithContext(testContext(t), rt.method, gw.URL+rt.path, strings.NewReader(rt.body))
-				if err != nil {
-					t.Fatal(err)
-				}
-				req.Header = sent.Clone()
-				req.Header.Set("Content-Type", "application/json")
-				resp, err := gw.Client().Do(req)
-				if err != nil {
-					t.Fatal(err)
-				}
-				readAll(t, resp.Body)
-				rec := up.Received()
-				if resp.StatusCode != http.StatusOK || len(rec) != 1 {
-					t.Fatalf("status %d, upstream got %d requests; want 200 and 1", resp.StatusCode, len(rec))
-				}
-				got := rec[0].Header
+				got := forwardOnce(t, gw, up, rt.method, rt.path, rt.body, sent).Header
 				for _, k := range never {
 					if v := got.Values(k); len(v) > 0 {
 						t.Errorf("upstream got %s: %q", k, v)
@@ -94,26 +114,10 @@ func TestPassThroughKeepsBodyCoding(t *testing.T) {
 	up, usrv := proxytest.NewServer(t, func(proxytest.Received) sim.Reply {
 		return sim.Reply{Header: http.Header{"Content-Type": {"application/json"}}, Body: []byte(`{"object":"list","data":[]}`)}
 	})
-	cfg := config(usrv)
-	cfg.Providers[0].APIKey = "sk-gateway-0123456789"
-	gw := newGateway(t, cfg)
-	req, err := http.NewRequestWithContext(testContext(t), http.MethodPost, gw.URL+"/v1/embeddings", strings.NewReader("\x1f\x8b coded"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Content-Encoding", "gzip")
-	resp, err := gw.Client().Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	readAll(t, resp.Body)
-	rec := up.Received()
-	if resp.StatusCode != http.StatusOK || len(rec) != 1 {
-		t.Fatalf("status %d, upstream got %d requests; want 200 and 1", resp.StatusCode, len(rec))
-	}
-	if got := rec[0].Header.Get("Content-Encoding"); got != "gzip" || string(rec[0].Body) != "\x1f\x8b coded" {
-		t.Errorf("upstream got Content-Encoding %q and body %q; want gzip and the body as sent", got, rec[0].Body)
+	gw := operatorKeyGateway(t, usrv)
+	rec := forwardOnce(t, gw, up, http.MethodPost, "/v1/embeddings", "\x1f\x8b coded", http.Header{"Content-Encoding": {"gzip"}})
+	if got := rec.Header.Get("Content-Encoding"); got != "gzip" || string(rec.Body) != "\x1f\x8b coded" {
+		t.Errorf("upstream got Content-Encoding %q and body %q; want gzip and the body as sent", got, rec.Body)
 	}
 }
 
@@ -128,24 +132,8 @@ func TestForwardHeadersSetting(t *testing.T) {
 	cfg.Providers[0].APIKey = "sk-gateway-0123456789"
 	cfg.ForwardHeaders = []string{"x-test-scenario", "X-Route-"}
 	gw := newGateway(t, cfg)
-	req, err := http.NewRequestWithContext(testContext(t), http.MethodPost, gw.URL+"/standard/v1/chat/completions", strings.NewReader(chatBody(false)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("X-Test-Scenario", "text")
-	req.Header.Set("X-Route-Zone", "eu")
-	req.Header.Set("X-Other", "no")
-	resp, err := gw.Client().Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	readAll(t, resp.Body)
-	rec := up.Received()
-	if resp.StatusCode != http.StatusOK || len(rec) != 1 {
-		t.Fatalf("status %d, upstream got %d requests; want 200 and 1", resp.StatusCode, len(rec))
-	}
-	got := rec[0].Header
+	got := forwardOnce(t, gw, up, http.MethodPost, "/standard/v1/chat/completions", chatBody(false),
+		http.Header{"X-Test-Scenario": {"text"}, "X-Route-Zone": {"eu"}, "X-Other": {"no"}}).Header
 	if got.Get("X-Test-Scenario") != "text" || got.Get("X-Route-Zone") != "eu" || got.Get("X-Other") != "" {
 		t.Errorf("upstream X-Test-Scenario %q, X-Route-Zone %q, X-Other %q; want text, eu and none",
 			got.Get("X-Test-Scenario"), got.Get("X-Route-Zone"), got.Get("X-Other"))
@@ -167,9 +155,7 @@ func TestForwardHeadersSetting(t *testing.T) {
 func TestHeaderRedactionSharesNothing(t *testing.T) {
 	t.Parallel()
 	_, usrv := proxytest.NewServer(t, proxytest.Script())
-	cfg := config(usrv)
-	cfg.Providers[0].APIKey = "sk-gateway-0123456789"
-	gw := newGateway(t, cfg)
+	gw := operatorKeyGateway(t, usrv)
 	errs := make(chan error, 16)
 	for range 16 {
 		go func() {

@@ -67,6 +67,22 @@ func quietReply(quiet time.Duration) sim.Reply {
 	return sim.Reply{Events: append(evs, rest...)}
 }
 
+// startQuiet starts resumable stream id through a gateway with an event
+// log of kind (resume TTL ttl, entries kept storeTTL) in front of an
+// upstream quiet for quiet after two events, and returns the gateway, the
+// answer and those two events.
+func startQuiet(t *testing.T, kind string, ttl, storeTTL, quiet time.Duration, id string) (*httptest.Server, *http.Response, []idEvent) {
+	t.Helper()
+	_, usrv := proxytest.NewServer(t, proxytest.Script(quietReply(quiet)))
+	gw := logGateway(t, kind, logConfig(usrv, ttl), storeTTL)
+	resp := post(t, testContext(t), gw, "/v1/chat/completions", chatBody(true), resumableHeader(id))
+	first := readIDEvents(t, resp.Body, 2)
+	if len(first) != 2 {
+		t.Fatalf("before the quiet: %v", first)
+	}
+	return gw, resp, first
+}
+
 func eventsPath(id string, after int) string {
 	return fmt.Sprintf("/v1/phasegate/requests/%s/events?starting_after=%d", id, after)
 }
@@ -79,15 +95,9 @@ func TestResumeQuietStreamKeepsItsLog(t *testing.T) {
 	for _, kind := range eventLogs {
 		t.Run(kind, func(t *testing.T) {
 			const ttl = 400 * time.Millisecond
-			_, usrv := proxytest.NewServer(t, proxytest.Script(quietReply(4*ttl)))
-			gw := logGateway(t, kind, logConfig(usrv, ttl), ttl)
-			ctx := testContext(t)
 			const id = "req-quiet"
-			resp := post(t, ctx, gw, "/v1/chat/completions", chatBody(true), resumableHeader(id))
-			live := readIDEvents(t, resp.Body, 2)
-			if len(live) != 2 {
-				t.Fatalf("before the quiet: %v", live)
-			}
+			ctx := testContext(t)
+			gw, resp, live := startQuiet(t, kind, ttl, ttl, 4*ttl, id)
 			early := get(t, ctx, gw, eventsPath(id, 0), resumableHeader(id))
 			time.Sleep(5 * ttl / 2) // no event for 2.5 TTLs: only the gateway keeps the log
 			late := get(t, ctx, gw, eventsPath(id, 0), resumableHeader(id))
@@ -114,15 +124,9 @@ func TestResumeFollowerOfForgottenLogEnds(t *testing.T) {
 	for _, kind := range eventLogs {
 		t.Run(kind, func(t *testing.T) {
 			const storeTTL = 400 * time.Millisecond
-			_, usrv := proxytest.NewServer(t, proxytest.Script(quietReply(3*storeTTL)))
-			gw := logGateway(t, kind, logConfig(usrv, time.Minute), storeTTL)
-			ctx := testContext(t)
 			const id = "req-forgotten"
-			resp := post(t, ctx, gw, "/v1/chat/completions", chatBody(true), resumableHeader(id))
-			first := readIDEvents(t, resp.Body, 2)
-			if len(first) != 2 {
-				t.Fatalf("before the quiet: %v", first)
-			}
+			ctx := testContext(t)
+			gw, resp, first := startQuiet(t, kind, time.Minute, storeTTL, 3*storeTTL, id)
 			f := get(t, ctx, gw, eventsPath(id, 0), resumableHeader(id))
 			if f.StatusCode != http.StatusOK {
 				t.Fatalf("resume: %d %s", f.StatusCode, readAll(t, f.Body))

@@ -32,27 +32,8 @@ func TestEnvelopeAskedAgainReadsOnce(t *testing.T) {
 	} {
 		for _, stream := range []bool{true, false} {
 			t.Run(tc.prompt+map[bool]string{true: " stream", false: " whole"}[stream], func(t *testing.T) {
-				ctx := testContext(t)
 				req := openai.ChatCompletionRequest{Model: sim.OrchestratorModel, Messages: userMessage(tc.prompt)}
-				var content string
-				if stream {
-					s, err := client.CreateChatCompletionStream(ctx, req)
-					if err != nil {
-						t.Fatal(err)
-					}
-					defer s.Close()
-					res, err := collect(s)
-					if err != nil {
-						t.Fatal(err)
-					}
-					content = res.Content
-				} else {
-					resp, err := client.CreateChatCompletion(ctx, req)
-					if err != nil {
-						t.Fatal(err)
-					}
-					content = resp.Choices[0].Message.Content
-				}
+				content := askContent(t, client, req, stream)
 				if got := strings.Count(content, prose); got != tc.wantProse {
 					t.Errorf("the client read %q %d times, want %d:\n%q", prose, got, tc.wantProse, content)
 				}

@@ -145,9 +145,7 @@ func TestClientTrailersNotForwarded(t *testing.T) {
 		_, _ = io.WriteString(w, `{"object":"list","data":[]}`)
 	}))
 	t.Cleanup(usrv.Close)
-	cfg := config(usrv)
-	cfg.Providers[0].APIKey = "sk-gateway-0123456789"
-	gw := newGateway(t, cfg)
+	gw := operatorKeyGateway(t, usrv)
 	body := `{"model":"m","input":"x"}`
 	answer := wire(t, gw, "POST /v1/embeddings HTTP/1.1\r\nHost: gw\r\nConnection: close\r\nContent-Type: application/json\r\n"+
 		"Transfer-Encoding: chunked\r\nTrailer: Openai-Organization, Cookie, Api-Key\r\n\r\n"+
@@ -228,9 +226,7 @@ func TestUpstreamInformationalNotRelayed(t *testing.T) {
 		_, _ = io.WriteString(w, `{"object":"list","data":[]}`)
 	}))
 	t.Cleanup(usrv.Close)
-	cfg := config(usrv)
-	cfg.Providers[0].APIKey = "sk-gateway-0123456789"
-	gw := newGateway(t, cfg)
+	gw := operatorKeyGateway(t, usrv)
 	body := `{"model":"m","input":"x"}`
 	got := wire(t, gw, "POST /v1/embeddings HTTP/1.1\r\nHost: gw\r\nConnection: close\r\nX-Request-Id: client-id-7\r\nContent-Type: application/json\r\n"+
 		"Content-Length: "+strconv.Itoa(len(body))+"\r\n\r\n"+body)

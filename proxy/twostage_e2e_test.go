@@ -77,27 +77,7 @@ type tsState struct {
 }
 
 func tsReadState(req *chat.Request) tsState {
-	st := tsState{tools: len(req.Tools) > 0}
-	turn := req.Messages
-	for i := len(turn) - 1; i >= 0; i-- {
-		if turn[i].Role == chat.RoleUser {
-			turn = turn[i+1:]
-			break
-		}
-	}
-	answered := map[string]bool{}
-	for _, m := range turn {
-		if m.Role == chat.RoleTool {
-			answered[m.ToolCallID] = true
-		}
-	}
-	for _, m := range turn {
-		for _, c := range m.ToolCalls {
-			if answered[c.ID] {
-				st.executed = append(st.executed, c)
-			}
-		}
-	}
+	st := tsState{executed: proxytest.Executed(req), tools: len(req.Tools) > 0}
 scan:
 	for i := len(req.Messages) - 1; i >= 0; i-- {
 		switch req.Messages[i].Role {

@@ -87,17 +87,27 @@ func decodeOrdered[T any](n *yaml.Node, section, mustBe string, out *ordered[T])
 	return p.err()
 }
 
+// word reads n, a scalar, with parse; anything else, or what parse
+// refuses, must be rule.
+func word[T any](n *yaml.Node, parse func(string) (T, error), rule string) (T, error) {
+	v, err := parse(n.Value)
+	if err != nil || n.Kind != yaml.ScalarNode {
+		var zero T
+		return zero, mustBe(n, rule)
+	}
+	return v, nil
+}
+
 // profile is a guard profile: strict or agent.
 type profile protocol.Profile
 
 // UnmarshalYAML reads strict or agent.
 func (x *profile) UnmarshalYAML(n *yaml.Node) error {
-	p, err := protocol.ParseProfile(n.Value)
-	if err != nil || n.Kind != yaml.ScalarNode {
-		return mustBe(n, "strict or agent")
+	p, err := word(n, protocol.ParseProfile, "strict or agent")
+	if err == nil {
+		*x = profile(p)
 	}
-	*x = profile(p)
-	return nil
+	return err
 }
 
 // mode is a guard mode: enforce or observe.
@@ -105,25 +115,27 @@ type mode protocol.Mode
 
 // UnmarshalYAML reads enforce or observe.
 func (x *mode) UnmarshalYAML(n *yaml.Node) error {
-	m, err := protocol.ParseMode(n.Value)
-	if err != nil || n.Kind != yaml.ScalarNode {
-		return mustBe(n, "enforce or observe")
+	m, err := word(n, protocol.ParseMode, "enforce or observe")
+	if err == nil {
+		*x = mode(m)
 	}
-	*x = mode(m)
-	return nil
+	return err
 }
 
 // envelopeMode is an envelope rule: optional, required or off.
 type envelopeMode protocol.EnvelopeMode
 
-// UnmarshalYAML reads optional, required or off.
+// UnmarshalYAML reads optional, required or off; unlike the header, the
+// file takes no empty value.
 func (x *envelopeMode) UnmarshalYAML(n *yaml.Node) error {
-	m, err := protocol.ParseEnvelopeMode(n.Value)
-	if err != nil || n.Kind != yaml.ScalarNode || n.Value == "" {
+	if n.Value == "" {
 		return mustBe(n, "optional, required or off")
 	}
-	*x = envelopeMode(m)
-	return nil
+	m, err := word(n, protocol.ParseEnvelopeMode, "optional, required or off")
+	if err == nil {
+		*x = envelopeMode(m)
+	}
+	return err
 }
 
 // fileEnvelopes is the envelopes section of the config file.

@@ -64,7 +64,7 @@ func TestReasoningAgesByRedisClock(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	age, err := r.c.ZScore(ctx, reasoningAge, "b").Result()
+	age, err := r.c.ZScore(ctx, reasoningKeys.age, "b").Result()
 	if err != nil {
 		t.Fatal(err)
 	}

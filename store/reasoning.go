@@ -26,14 +26,9 @@ func NewReasoning(r *Redis, maxBytes int64, ttl time.Duration) *Reasoning {
 	return &Reasoning{r: r, maxBytes: maxBytes, ttl: ttl}
 }
 
-// Keys of the reasoning memory: one string per call id, the ids by age
-// in a sorted set, their sizes in a hash, and the total.
-const (
-	reasoningKey   = prefix + "reasoning:"
-	reasoningAge   = prefix + "reasoning-age"
-	reasoningSize  = prefix + "reasoning-size"
-	reasoningTotal = prefix + "reasoning-bytes"
-)
+// reasoningKeys are the keys of the reasoning memory: one string per
+// call id.
+var reasoningKeys = keysOf("reasoning")
 
 // rememberScript stores ARGV[4:] (call ids) → ARGV[3] (reasoning) and
 // keeps the total under ARGV[2] bytes, dropping the oldest, and the
@@ -42,44 +37,20 @@ const (
 // the one clock every replica shares: a replica whose own clock ran ahead
 // would otherwise drop the others' entries early, and one behind would
 // keep its own too long.
-var rememberScript = redis.NewScript(`
+var rememberScript = redis.NewScript(boundedLua + `
 local ttl, max, r = tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3]
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local pfx, age, size, total = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
-local function drop(id)
-  local n = redis.call('HGET', size, id)
-  if n then
-    redis.call('DECRBY', total, n)
-    redis.call('HDEL', size, id)
-  end
-  redis.call('ZREM', age, id)
-  redis.call('DEL', pfx .. id)
-end
-if ttl > 0 then
-  for _, id in ipairs(redis.call('ZRANGEBYSCORE', age, '-inf', now - ttl)) do drop(id) end
-end
+expire(now, ttl)
 for i = 4, #ARGV do
   local id = ARGV[i]
   local n = #id + #r
   if n <= max then
     drop(id)
-    if ttl > 0 then
-      redis.call('SET', pfx .. id, r, 'PX', ttl)
-    else
-      redis.call('SET', pfx .. id, r)
-    end
-    redis.call('ZADD', age, now, id)
-    redis.call('HSET', size, id, n)
-    redis.call('INCRBY', total, n)
+    keep(id, r, n, now, ttl)
   end
 end
-for _ = 1, 100000 do
-  if tonumber(redis.call('GET', total) or '0') <= max then break end
-  local oldest = redis.call('ZRANGE', age, 0, 0)
-  if #oldest == 0 then break end
-  drop(oldest[1])
-end
+shrink(max)
 return 0
 `)
 
@@ -100,8 +71,7 @@ func (m *Reasoning) Remember(ctx context.Context, callIDs []string, reasoning st
 	if len(args) == head {
 		return nil
 	}
-	keys := []string{reasoningKey, reasoningAge, reasoningSize, reasoningTotal}
-	if err := rememberScript.Run(ctx, m.r.c, keys, args...).Err(); err != nil {
+	if err := rememberScript.Run(ctx, m.r.c, reasoningKeys.list(), args...).Err(); err != nil {
 		return fmt.Errorf("remember reasoning of %d tool calls: %w", len(args)-head, err)
 	}
 	return nil
@@ -115,7 +85,7 @@ func (m *Reasoning) Recall(ctx context.Context, callIDs []string) (map[string]st
 	}
 	keys := make([]string, len(callIDs))
 	for i, id := range callIDs {
-		keys[i] = reasoningKey + id
+		keys[i] = reasoningKeys.entry + id
 	}
 	vals, err := m.r.c.MGet(ctx, keys...).Result()
 	if err != nil {
@@ -132,7 +102,7 @@ func (m *Reasoning) Recall(ctx context.Context, callIDs []string) (map[string]st
 
 // reasoningBytes is the total the memory holds, for tests.
 func (m *Reasoning) reasoningBytes(ctx context.Context) (int64, error) {
-	s, err := m.r.c.Get(ctx, reasoningTotal).Result()
+	s, err := m.r.c.Get(ctx, reasoningKeys.total).Result()
 	if err == redis.Nil {
 		return 0, nil
 	}

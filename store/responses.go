@@ -127,74 +127,33 @@ func NewRedisResponses(r *Redis, ttl time.Duration, maxBytes int64) *RedisRespon
 	return &RedisResponses{r: r, ttl: ttl, maxBytes: maxBytes}
 }
 
-// Keys of the records: one string per key, the keys by age in a sorted
-// set, their sizes in a hash, and the total.
-const (
-	responsesKey   = prefix + "responses:"
-	responsesAge   = prefix + "responses-age"
-	responsesSize  = prefix + "responses-size"
-	responsesTotal = prefix + "responses-bytes"
-)
+// responsesKeys are the keys of the records: one string per key.
+var responsesKeys = keysOf("responses")
 
 // putScript keeps ARGV[5] under ARGV[4] and the total under ARGV[3]
 // bytes (0: unbounded), dropping the oldest, and the entries older than
 // ARGV[2] ms. One script, so replicas never see the bookkeeping half
 // done.
-var putScript = redis.NewScript(`
+var putScript = redis.NewScript(boundedLua + `
 local now, ttl, max, id, v = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4], ARGV[5]
-local pfx, age, size, total = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
-local function drop(k)
-  local n = redis.call('HGET', size, k)
-  if n then
-    redis.call('DECRBY', total, n)
-    redis.call('HDEL', size, k)
-  end
-  redis.call('ZREM', age, k)
-  redis.call('DEL', pfx .. k)
-end
-if ttl > 0 then
-  for _, k in ipairs(redis.call('ZRANGEBYSCORE', age, '-inf', now - ttl)) do drop(k) end
-end
+expire(now, ttl)
 drop(id)
 local n = #id + #v
 if max > 0 and n > max then return 0 end
-if ttl > 0 then
-  redis.call('SET', pfx .. id, v, 'PX', ttl)
-else
-  redis.call('SET', pfx .. id, v)
-end
-redis.call('ZADD', age, now, id)
-redis.call('HSET', size, id, n)
-redis.call('INCRBY', total, n)
-for _ = 1, 100000 do
-  if max == 0 or tonumber(redis.call('GET', total) or '0') <= max then break end
-  local oldest = redis.call('ZRANGE', age, 0, 0)
-  if #oldest == 0 then break end
-  drop(oldest[1])
-end
+keep(id, v, n, now, ttl)
+if max > 0 then shrink(max) end
 return 0
 `)
 
 // delScript forgets ARGV[1]; it returns 0 when there was nothing.
-var delScript = redis.NewScript(`
-local pfx, age, size, total, k = KEYS[1], KEYS[2], KEYS[3], KEYS[4], ARGV[1]
-local n = redis.call('HGET', size, k)
-if n then
-  redis.call('DECRBY', total, n)
-  redis.call('HDEL', size, k)
-end
-redis.call('ZREM', age, k)
-return redis.call('DEL', pfx .. k)
+var delScript = redis.NewScript(boundedLua + `
+return drop(ARGV[1])
 `)
-
-func responsesKeys() []string {
-	return []string{responsesKey, responsesAge, responsesSize, responsesTotal}
-}
 
 // Put keeps val under key, replacing what was there.
 func (m *RedisResponses) Put(ctx context.Context, key string, val []byte) error {
 	args := []any{time.Now().UnixMilli(), m.ttl.Milliseconds(), m.maxBytes, key, val}
-	if err := putScript.Run(ctx, m.r.c, responsesKeys(), args...).Err(); err != nil {
+	if err := putScript.Run(ctx, m.r.c, responsesKeys.list(), args...).Err(); err != nil {
 		return fmt.Errorf("store response record: %w", err)
 	}
 	return nil
@@ -202,7 +161,7 @@ func (m *RedisResponses) Put(ctx context.Context, key string, val []byte) error 
 
 // Get returns the record under key, or ErrNotFound.
 func (m *RedisResponses) Get(ctx context.Context, key string) ([]byte, error) {
-	b, err := m.r.c.Get(ctx, responsesKey+key).Bytes()
+	b, err := m.r.c.Get(ctx, responsesKeys.entry+key).Bytes()
 	if errors.Is(err, redis.Nil) {
 		return nil, ErrNotFound
 	}
@@ -214,7 +173,7 @@ func (m *RedisResponses) Get(ctx context.Context, key string) ([]byte, error) {
 
 // Delete forgets the record under key; ErrNotFound when there is none.
 func (m *RedisResponses) Delete(ctx context.Context, key string) error {
-	n, err := delScript.Run(ctx, m.r.c, responsesKeys(), key).Int()
+	n, err := delScript.Run(ctx, m.r.c, responsesKeys.list(), key).Int()
 	if err != nil {
 		return fmt.Errorf("delete response record: %w", err)
 	}

@@ -90,7 +90,7 @@ func TestResponsesTTL(t *testing.T) {
 		t.Errorf("memory: expired record read: %v", err)
 	}
 	// Redis: the key carries the TTL.
-	if d, err := r.c.PTTL(ctx, responsesKey+"k").Result(); err != nil || d <= 0 || d > ttl {
+	if d, err := r.c.PTTL(ctx, responsesKeys.entry+"k").Result(); err != nil || d <= 0 || d > ttl {
 		t.Errorf("redis: record TTL = %v, %v; want (0, %v]", d, err, ttl)
 	}
 }

@@ -3,16 +3,12 @@ package tools
 import (
 	"encoding/json"
 	"errors"
-	"net/http"
-	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"strings"
-	"sync/atomic"
 	"testing"
 
 	"github.com/phasegate/phasegate/chat"
 	"github.com/phasegate/phasegate/internal/schema"
+	"github.com/phasegate/phasegate/internal/schema/schematest"
 )
 
 // A parameters schema is the one document the client declared: a "$ref"
@@ -20,17 +16,8 @@ import (
 // the tool without a schema and a SchemaErr, and the server the URL names
 // is never asked.
 func TestPolicyRefusesExternalRefs(t *testing.T) {
-	var asked atomic.Int32
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		asked.Add(1)
-		_, _ = w.Write([]byte(`{"type":"object","required":["x"]}`))
-	}))
-	defer srv.Close()
-	file := filepath.Join(t.TempDir(), "params.json")
-	if err := os.WriteFile(file, []byte(`{"type":"object","required":["x"]}`), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	for name, ref := range map[string]string{"file": "file://" + file, "path": file, "http": srv.URL + "/params.json"} {
+	refs, asked := schematest.ExternalRefs(t, `{"type":"object","required":["x"]}`)
+	for name, ref := range refs {
 		tool := chat.Tool{Type: "function", Function: chat.FunctionDef{Name: "ref_" + name, Parameters: json.RawMessage(`{"$ref":"` + ref + `"}`)}}
 		j := NewPolicy([]chat.Tool{tool}, nil, nil).Judge(toolCall("c1", tool.Function.Name, `{}`))
 		var se *SchemaError
@@ -38,7 +25,7 @@ func TestPolicyRefusesExternalRefs(t *testing.T) {
 			t.Errorf("%s: a $ref to %s judged %s with SchemaErr %v, want forward and an external reference error", name, ref, j.Verdict, j.SchemaErr)
 		}
 	}
-	if n := asked.Load(); n != 0 {
+	if n := asked(); n != 0 {
 		t.Errorf("the server of an http $ref was asked %d times, want never", n)
 	}
 }

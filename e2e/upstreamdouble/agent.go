@@ -14,6 +14,7 @@ import (
 	"fmt"
 
 	"github.com/phasegate/phasegate/chat"
+	"github.com/phasegate/phasegate/proxy/proxytest"
 	"github.com/phasegate/phasegate/sim"
 )
 
@@ -71,27 +72,7 @@ type agentState struct {
 }
 
 func readAgentState(req *chat.Request) agentState {
-	st := agentState{tools: len(req.Tools) > 0}
-	turn := req.Messages
-	for i := len(turn) - 1; i >= 0; i-- {
-		if turn[i].Role == chat.RoleUser {
-			turn = turn[i+1:]
-			break
-		}
-	}
-	answered := map[string]bool{}
-	for _, m := range turn {
-		if m.Role == chat.RoleTool {
-			answered[m.ToolCallID] = true
-		}
-	}
-	for _, m := range turn {
-		for _, c := range m.ToolCalls {
-			if answered[c.ID] {
-				st.executed++
-			}
-		}
-	}
+	st := agentState{executed: len(proxytest.Executed(req)), tools: len(req.Tools) > 0}
 	for i := len(req.Messages) - 1; i >= 0 && req.Messages[i].Role == chat.RoleSystem; i-- {
 		st.notices++
 	}

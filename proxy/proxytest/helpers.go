@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/phasegate/phasegate/chat"
 )
 
 // Wait bounds every wait of the tests that use the double: long enough for
@@ -44,4 +46,33 @@ func (u *Upstream) WaitCancelled(tb testing.TB) {
 	case <-time.After(Wait):
 		tb.Fatal("the upstream never saw the client leave")
 	}
+}
+
+// Executed returns the tool calls of req's last turn (the messages after
+// its last user message) that a tool message answers: the calls the
+// client ran. A scripted model reads its progress off them, the history
+// being all it is sent.
+func Executed(req *chat.Request) []chat.ToolCall {
+	turn := req.Messages
+	for i := len(turn) - 1; i >= 0; i-- {
+		if turn[i].Role == chat.RoleUser {
+			turn = turn[i+1:]
+			break
+		}
+	}
+	answered := map[string]bool{}
+	for _, m := range turn {
+		if m.Role == chat.RoleTool {
+			answered[m.ToolCallID] = true
+		}
+	}
+	var ran []chat.ToolCall
+	for _, m := range turn {
+		for _, c := range m.ToolCalls {
+			if answered[c.ID] {
+				ran = append(ran, c)
+			}
+		}
+	}
+	return ran
 }
