@@ -21,8 +21,11 @@ func (k boundedKeys) list() []string { return []string{k.entry, k.age, k.size, k
 // returns how many strings it deleted; keep(k, v, n, now, ttl), which
 // stores v under k for ttl ms (0: until dropped) and counts n bytes for
 // it, aged now; expire(now, ttl), which drops the entries older than ttl
-// ms (0: none); and shrink(max), which drops the oldest until the total
-// is at most max bytes.
+// ms (0: none); shrink(max), which drops the oldest until the total is
+// at most max bytes; and now(), Redis's clock (TIME) in milliseconds, the
+// one clock every replica shares: a replica whose own clock ran ahead
+// would otherwise age the others' entries early, and one behind would
+// keep its own too long.
 const boundedLua = `
 local pfx, age, size, total = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local function drop(k)
@@ -48,6 +51,10 @@ local function expire(now, ttl)
   if ttl > 0 then
     for _, k in ipairs(redis.call('ZRANGEBYSCORE', age, '-inf', now - ttl)) do drop(k) end
   end
+end
+local function now()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
 local function shrink(max)
   for _ = 1, 100000 do

@@ -135,3 +135,40 @@ func TestCancelRacingExpiryLeavesNoKeyForever(t *testing.T) {
 	}
 	noExpiry(streamInfoKey + "never-started")
 }
+
+// The stored responses age by Redis's clock too: a replica whose clock
+// runs an hour ahead does not expire, as over an hour old, what another
+// replica stored a moment ago.
+func TestResponsesAgeByRedisClock(t *testing.T) {
+	r, _ := openTestRedis(t)
+	ctx := testContext(t)
+	m := NewRedisResponses(r, time.Hour, 1<<20)
+	if err := m.Put(ctx, "a", []byte("record a")); err != nil {
+		t.Fatal(err)
+	}
+	skewed, err := OpenRedis("redis://" + r.c.Options().Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer skewed.Close()
+	skewed.c.AddHook(skewedClock{})
+	if err := NewRedisResponses(skewed, time.Hour, 1<<20).Put(ctx, "b", []byte("record b")); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"a", "b"} {
+		if _, err := m.Get(ctx, k); err != nil {
+			t.Errorf("record %s: %v, want it kept: nothing is an hour old", k, err)
+		}
+	}
+	redisNow, err := r.c.Time(ctx).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	age, err := r.c.ZScore(ctx, responsesKeys.age, "b").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Duration(float64(redisNow.UnixMilli())-age) * time.Millisecond; d < 0 || d > wait {
+		t.Errorf("b was stored %v before Redis's now, want a moment (by Redis's clock)", d)
+	}
+}

@@ -33,14 +33,10 @@ var reasoningKeys = keysOf("reasoning")
 // rememberScript stores ARGV[4:] (call ids) → ARGV[3] (reasoning) and
 // keeps the total under ARGV[2] bytes, dropping the oldest, and the
 // entries older than ARGV[1] ms. One script, so replicas never see the
-// bookkeeping half done. Ages are in milliseconds by Redis's clock (TIME),
-// the one clock every replica shares: a replica whose own clock ran ahead
-// would otherwise drop the others' entries early, and one behind would
-// keep its own too long.
+// bookkeeping half done. Ages are by Redis's clock (now()).
 var rememberScript = redis.NewScript(boundedLua + `
 local ttl, max, r = tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3]
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local now = now()
 expire(now, ttl)
 for i = 4, #ARGV do
   local id = ARGV[i]

@@ -130,12 +130,13 @@ func NewRedisResponses(r *Redis, ttl time.Duration, maxBytes int64) *RedisRespon
 // responsesKeys are the keys of the records: one string per key.
 var responsesKeys = keysOf("responses")
 
-// putScript keeps ARGV[5] under ARGV[4] and the total under ARGV[3]
+// putScript keeps ARGV[4] under ARGV[3] and the total under ARGV[2]
 // bytes (0: unbounded), dropping the oldest, and the entries older than
-// ARGV[2] ms. One script, so replicas never see the bookkeeping half
-// done.
+// ARGV[1] ms by Redis's clock (now()). One script, so replicas never see
+// the bookkeeping half done.
 var putScript = redis.NewScript(boundedLua + `
-local now, ttl, max, id, v = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4], ARGV[5]
+local ttl, max, id, v = tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3], ARGV[4]
+local now = now()
 expire(now, ttl)
 drop(id)
 local n = #id + #v
@@ -152,7 +153,7 @@ return drop(ARGV[1])
 
 // Put keeps val under key, replacing what was there.
 func (m *RedisResponses) Put(ctx context.Context, key string, val []byte) error {
-	args := []any{time.Now().UnixMilli(), m.ttl.Milliseconds(), m.maxBytes, key, val}
+	args := []any{m.ttl.Milliseconds(), m.maxBytes, key, val}
 	if err := putScript.Run(ctx, m.r.c, responsesKeys.list(), args...).Err(); err != nil {
 		return fmt.Errorf("store response record: %w", err)
 	}
