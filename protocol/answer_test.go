@@ -111,6 +111,14 @@ func render(r *answerReader, events iter.Seq2[[]byte, error]) (out []string) {
 				continue
 			}
 			out = append(out, "text content="+str(optional(st.Text))+" reasoning="+str(optional(st.Thought)))
+		case StepHeld:
+			out = append(out, "held content="+str(optional(st.Text)))
+		case StepEnvelope:
+			out = append(out, "envelope "+st.Text)
+		case StepEnvelopeOpen:
+			out = append(out, "envelope open")
+		case StepEnvelopeOver:
+			out = append(out, "envelope over")
 		case StepCall:
 			out = append(out, fmt.Sprintf("call %s %s id=%s", st.Call.Function.Name, st.Call.Function.Arguments, st.Call.ID))
 		case StepLeaked:
