@@ -223,8 +223,10 @@ type answerReader struct {
 	// rule.
 	env  *envelopeScan
 	held [2][]Step // the hold-back scanners' buffers, reused
-	tpl  textTemplates
-	args argsTemplate
+	// heldSpace backs held until an answer needs more.
+	heldSpace [2][2]Step
+	tpl       textTemplates
+	args      argsTemplate
 	// decoded: a chunk with choices was read; only then do the text fast
 	// paths apply, so that the opening chunk is always read whole.
 	decoded  bool
@@ -576,6 +578,9 @@ type holdBack interface {
 // scan first: the text one lets through goes to the next. The steps are
 // valid until the next call.
 func (r *answerReader) hold(content string, at holdAt) []Step {
+	if r.held[0] == nil {
+		r.held[0], r.held[1] = r.heldSpace[0][:0], r.heldSpace[1][:0]
+	}
 	in, out := r.held[0][:0], r.held[1][:0]
 	if content != "" {
 		in = append(in, Step{Kind: StepText, Text: content})
@@ -656,6 +661,11 @@ type envelopeScan struct {
 func (s *envelopeScan) feed(out []Step, text string) []Step {
 	if n := MaxEnvelopeBytes - s.said.Len(); n > 0 {
 		s.said.WriteString(text[:min(n, len(text))])
+	}
+	if !s.scan.Inside() && s.scan.Held() == 0 && strings.IndexByte(text, '<') < 0 {
+		// Nothing open or held, and nothing that could start a delimiter:
+		// the text goes as it is (what Feed would say, without its slice).
+		return append(out, Step{Kind: StepText, Text: text})
 	}
 	for _, p := range s.scan.Feed(text) {
 		switch {

@@ -158,6 +158,10 @@ type guardRun struct {
 
 	header chat.ChunkHeader
 	stage  stage
+	// unsaid is text the answer's scanners let go at a call or the
+	// finish, written with the step that follows: an answer that said
+	// nothing else and finished transiently is asked again unseen.
+	unsaid []Step
 	// afterNotice is whether the last content the client got was a notice.
 	afterNotice bool
 	// newlines is the number of newlines that end the content the client
@@ -549,10 +553,7 @@ func (r *guardRun) read(ctx context.Context, a *answer, final bool) (ref *refusa
 	// pending is an envelope re-ask decided at the finish: the answer is
 	// read on to its usage first.
 	var pending *refusal
-	// held is text the scanners let go at a call or the finish, written
-	// with what comes next: an answer that said nothing else and ended
-	// transiently is asked again unseen.
-	var held []Step
+	r.unsaid = r.unsaid[:0]
 	for st, err := range a.steps() {
 		if err != nil && pending != nil {
 			a.stop("")
@@ -573,7 +574,7 @@ func (r *guardRun) read(ctx context.Context, a *answer, final bool) (ref *refusa
 		}
 		switch {
 		case st.Kind == StepHeld:
-			held = append(held, st)
+			r.unsaid = append(r.unsaid, st)
 			continue
 		case st.Kind == StepFinish && r.transient(ctx, st):
 			return nil, true, nil
@@ -581,12 +582,12 @@ func (r *guardRun) read(ctx context.Context, a *answer, final bool) (ref *refusa
 			a.stop("")
 			return pending, false, nil
 		}
-		for _, h := range held {
+		for _, h := range r.unsaid {
 			if err := r.text(h); err != nil {
 				return nil, false, err
 			}
 		}
-		held = held[:0]
+		r.unsaid = r.unsaid[:0]
 		var done bool
 		ref, retry, done, err = r.step(ctx, a, st, final)
 		if ref != nil && !done && err == nil {
