@@ -12,6 +12,7 @@ import (
 
 	"github.com/phasegate/phasegate/chat"
 	"github.com/phasegate/phasegate/deepseek"
+	"github.com/phasegate/phasegate/envelope"
 	"github.com/phasegate/phasegate/internal/jsonscan"
 	"github.com/phasegate/phasegate/tools"
 )
@@ -28,10 +29,23 @@ const (
 	StepChunk
 	// StepText: content or reasoning, Text and Thought ("" is none). When
 	// Raw, Data is the chunk that said them and may be forwarded byte for
-	// byte; otherwise they are the text to write, what the leak scan let
-	// through (the text it held back comes as a step of its own, before
-	// the call or the finish that settled it).
+	// byte; otherwise they are the text to write, what the hold-back
+	// scanners let through.
 	StepText
+	// StepHeld: content a hold-back scanner held back (a '<' that might
+	// have begun a marker or a delimiter) and let go at a tool call or the
+	// finish, which comes next; Text.
+	StepHeld
+	// StepEnvelope: a complete orchestrator envelope in the content (read
+	// only for a request with an envelope rule); Text is its body, between
+	// the delimiters.
+	StepEnvelope
+	// StepEnvelopeOpen: an envelope is open at a tool call or the finish,
+	// which comes next; after a call the answer may still close it.
+	StepEnvelopeOpen
+	// StepEnvelopeOver: the open envelope outgrew MaxEnvelopeBytes; the
+	// reader drops it up to its end delimiter.
+	StepEnvelopeOver
 	// StepCall: the first tool call of the answer, complete; Call.
 	StepCall
 	// StepLeaked: the first tool call the model wrote into its content;
@@ -39,8 +53,8 @@ const (
 	StepLeaked
 	// StepFinish: the answer finished; Reason. Bare reports that no tool
 	// call, native or leaked, was seen before it. What the finish settled
-	// (held text, a leaked call, a call it made complete) came before it
-	// as steps of their own.
+	// (held text, an open envelope, a leaked call, a call it made
+	// complete) came before it as steps of their own.
 	StepFinish
 	// StepUsage: the usage object of a chunk; Usage.
 	StepUsage
@@ -99,15 +113,15 @@ type answer struct {
 }
 
 // openAnswer sends req, whose count is p, through the session (retries,
-// refit and fallback included) and opens its answer, read by the guard's
-// reader when guard. An answer without a stream is returned as it is: the
-// strategy decides what a whole body is worth.
-func openAnswer(ctx context.Context, s *session, req *chat.Request, p Prompt, guard bool) (*answer, error) {
+// refit and fallback included) and opens its answer, read by rd. An
+// answer without a stream is returned as it is: the strategy decides what
+// a whole body is worth.
+func openAnswer(ctx context.Context, s *session, req *chat.Request, p Prompt, rd answerReader) (*answer, error) {
 	resp, err := s.send(ctx, req, &p)
 	if err != nil {
 		return nil, err
 	}
-	a := &answer{s: s, req: req, prompt: p, resp: resp, rd: answerReader{guard: guard}}
+	a := &answer{s: s, req: req, prompt: p, resp: resp, rd: rd}
 	if resp.Events == nil {
 		a.closed = true // a whole body holds nothing open
 	}
@@ -136,6 +150,15 @@ func (a *answer) header() chat.ChunkHeader { return a.rd.header }
 
 // said decodes the content and reasoning the answer said so far.
 func (a *answer) said() (content, reasoning string, err error) { return a.rd.saidText() }
+
+// content is the content the envelope scan read, as it was written, up to
+// MaxEnvelopeBytes: what the keyword fallback and a re-ask look at.
+func (a *answer) content() string {
+	if a.rd.env == nil {
+		return ""
+	}
+	return a.rd.env.said.String()
+}
 
 // close releases the answer read to its end, or given up after an error:
 // its usage is what it reported, nothing when it reported none. It may be
@@ -179,8 +202,10 @@ func (a *answer) settle(estimate bool, more string) {
 // answerReader turns the events of one upstream answer into Steps. It
 // reads and never decides: what to forward, refuse or retry is the
 // strategy's. The guard's reader (guard true) decodes what a decision
-// needs — text, tool calls assembled from their deltas, calls leaked into
-// the content, the finish, usage — taking the byte-level fast paths where
+// needs — text, tool calls assembled from their deltas, the finish, usage
+// — and passes the content through its hold-back scanners (calls leaked
+// into the content; orchestrator envelopes when env is set), taking the
+// byte-level fast paths where
 // a chunk has the shape of the one before; the pass-through reader only
 // finds the opening chunk, the finish and usage, and checks that every
 // chunk is JSON. Not safe for concurrent use.
@@ -193,9 +218,15 @@ type answerReader struct {
 	// header is the id, created, model and fingerprint of the first chunk.
 	header chat.ChunkHeader
 	acc    tools.Accumulator
-	leak   deepseek.LeakScanner
-	tpl    textTemplates
-	args   argsTemplate
+	leak   leakScan
+	// env is the envelope scan, nil when the request has no envelope
+	// rule.
+	env  *envelopeScan
+	held [2][]Step // the hold-back scanners' buffers, reused
+	// heldSpace backs held until an answer needs more.
+	heldSpace [2][2]Step
+	tpl       textTemplates
+	args      argsTemplate
 	// decoded: a chunk with choices was read; only then do the text fast
 	// paths apply, so that the opening chunk is always read whole.
 	decoded  bool
@@ -423,8 +454,8 @@ func (r *answerReader) guardDelta(data []byte, c *chat.Chunk, yield yieldFunc) e
 }
 
 // text reads the content and reasoning of a chunk: the content goes
-// through the leak scan, and a chunk whose content it left alone may be
-// forwarded as it came when plain (nothing in it but text).
+// through the hold-back scanners, and a chunk whose content they left
+// alone may be forwarded as it came when plain (nothing in it but text).
 func (r *answerReader) text(data []byte, content, reasoning string, plain bool, yield yieldFunc) error {
 	if content == "" && reasoning == "" {
 		return nil // an empty chunk says nothing
@@ -435,22 +466,47 @@ func (r *answerReader) text(data []byte, content, reasoning string, plain bool, 
 		r.gen = make([]byte, 0, 2048) // most answers before a tool call are shorter
 	}
 	r.gen = append(append(r.gen, reasoning...), content...)
-	out, calls := r.leak.Feed(content)
-	if raw := plain && out == content; raw || out != "" || reasoning != "" {
-		if err := emit(yield, Step{Kind: StepText, Data: data, Raw: raw, Text: out, Thought: reasoning}); err != nil {
+	steps := r.hold(content, holdOn)
+	if plain && whole(steps, content) {
+		return emit(yield, Step{Kind: StepText, Data: data, Raw: true, Text: content, Thought: reasoning})
+	}
+	if reasoning != "" {
+		// The reasoning goes with the first text let through, or alone
+		// before what the scanners found.
+		if len(steps) > 0 && steps[0].Kind == StepText {
+			steps[0].Thought = reasoning
+		} else {
+			steps = append(steps, Step{})
+			copy(steps[1:], steps)
+			steps[0] = Step{Kind: StepText, Thought: reasoning}
+		}
+	}
+	return r.emitHeld(steps, yield)
+}
+
+// whole reports whether the scanners let content through as it came.
+func whole(steps []Step, content string) bool {
+	if len(steps) == 0 {
+		return content == ""
+	}
+	return len(steps) == 1 && steps[0].Kind == StepText && steps[0].Text == content
+}
+
+// emitHeld yields what the hold-back scanners gave, in order; of the
+// calls leaked into the content, the first only.
+func (r *answerReader) emitHeld(steps []Step, yield yieldFunc) error {
+	for _, st := range steps {
+		if st.Kind == StepLeaked {
+			if r.leaked {
+				continue
+			}
+			r.leaked = true
+		}
+		if err := emit(yield, st); err != nil {
 			return err
 		}
 	}
-	return r.leakedCall(calls, yield)
-}
-
-// leakedCall yields the first call recovered from the content.
-func (r *answerReader) leakedCall(calls []deepseek.LeakedCall, yield yieldFunc) error {
-	if len(calls) == 0 || r.leaked {
-		return nil
-	}
-	r.leaked = true
-	return emit(yield, Step{Kind: StepLeaked, Leak: &calls[0]})
+	return nil
 }
 
 // firstCall yields the first tool call once it is complete.
@@ -459,11 +515,9 @@ func (r *answerReader) firstCall(yield yieldFunc) error {
 		return nil
 	}
 	if tc, complete := r.acc.First(); complete {
-		// Text the leak scan held back (a '<' that might have begun a
-		// marker) was said before the call: it comes first. A call it
-		// might still have been reading is not the first.
-		text, _ := r.leak.Flush()
-		if err := r.heldText(text, yield); err != nil {
+		// What the scanners held back was said before the call: it comes
+		// first.
+		if err := r.emitHeld(r.hold("", holdCall), yield); err != nil {
 			return err
 		}
 		return r.call(tc, yield)
@@ -478,25 +532,14 @@ func (r *answerReader) call(tc chat.ToolCall, yield yieldFunc) error {
 	return emit(yield, Step{Kind: StepCall, Call: &call})
 }
 
-// heldText yields text the leak scan held back, once it let it go.
-func (r *answerReader) heldText(text string, yield yieldFunc) error {
-	if text == "" {
-		return nil
-	}
-	return emit(yield, Step{Kind: StepText, Text: text})
-}
-
-// finish settles the answer at its finish reason: the text the leak scan
-// held back, a call it was still reading and a call the finish made
-// complete come first, each a step of its own, then the bare StepFinish.
+// finish settles the answer at its finish reason: what the scanners held
+// back (text, an open envelope, a call leaked into the content) and a
+// call the finish made complete come first, each a step of its own, then
+// the bare StepFinish.
 func (r *answerReader) finish(reason string, yield yieldFunc) error {
 	bare := r.acc.Len() == 0 && !r.leak.Leaked()
 	r.finished = true
-	text, calls := r.leak.Flush()
-	if err := r.heldText(text, yield); err != nil {
-		return err
-	}
-	if err := r.leakedCall(calls, yield); err != nil {
+	if err := r.emitHeld(r.hold("", holdEnd), yield); err != nil {
 		return err
 	}
 	r.acc.Finish()
@@ -507,6 +550,162 @@ func (r *answerReader) finish(reason string, yield yieldFunc) error {
 		}
 	}
 	return emit(yield, Step{Kind: StepFinish, Reason: reason, Bare: bare})
+}
+
+// holdAt is when the hold-back scanners read.
+type holdAt uint8
+
+const (
+	holdOn   holdAt = iota // the content goes on
+	holdCall               // a tool call: let go of what is held
+	holdEnd                // the finish: the content ended
+)
+
+// A holdBack scanner reads the content as it streams: it lets through the
+// text that is safe to say now, holds back a tail that may begin what it
+// looks for (a marker, a delimiter) until more text settles it, and
+// reports what it found as steps, in the order of the text.
+type holdBack interface {
+	// feed appends to out what text lets through (StepText) and what it
+	// completes.
+	feed(out []Step, text string) []Step
+	// flush appends what the scanner held back: the text, StepHeld, and
+	// what it found in it. At a call (end false) the content may go on.
+	flush(out []Step, end bool) []Step
+}
+
+// hold passes content through the hold-back scanners in turn, the leak
+// scan first: the text one lets through goes to the next. The steps are
+// valid until the next call.
+func (r *answerReader) hold(content string, at holdAt) []Step {
+	if r.held[0] == nil {
+		r.held[0], r.held[1] = r.heldSpace[0][:0], r.heldSpace[1][:0]
+	}
+	in, out := r.held[0][:0], r.held[1][:0]
+	if content != "" {
+		in = append(in, Step{Kind: StepText, Text: content})
+	}
+	out = through(&r.leak, in, out, at)
+	if r.env != nil {
+		in, out = out, through(r.env, out, in[:0], at)
+	}
+	r.held[0], r.held[1] = in, out
+	return out
+}
+
+// through passes the text of steps through h, and the rest on as it is.
+func through(h holdBack, steps, out []Step, at holdAt) []Step {
+	for _, st := range steps {
+		if st.Kind != StepText && st.Kind != StepHeld {
+			out = append(out, st)
+			continue
+		}
+		n := len(out)
+		out = h.feed(out, st.Text)
+		if st.Kind == StepHeld {
+			for i := n; i < len(out); i++ {
+				if out[i].Kind == StepText {
+					out[i].Kind = StepHeld // still what was held back
+				}
+			}
+		}
+	}
+	if at != holdOn {
+		out = h.flush(out, at == holdEnd)
+	}
+	return out
+}
+
+// leakScan is the scan for tool calls leaked into the content, as a
+// hold-back scanner.
+type leakScan struct{ deepseek.LeakScanner }
+
+func (s *leakScan) feed(out []Step, text string) []Step {
+	text, calls := s.Feed(text)
+	return leakSteps(out, StepText, text, calls)
+}
+
+// flush lets go of the held text; at a call, a call the scan was still
+// reading is not the first and is dropped.
+func (s *leakScan) flush(out []Step, end bool) []Step {
+	text, calls := s.Flush()
+	if !end {
+		calls = nil
+	}
+	return leakSteps(out, StepHeld, text, calls)
+}
+
+func leakSteps(out []Step, kind StepKind, text string, calls []deepseek.LeakedCall) []Step {
+	if text != "" {
+		out = append(out, Step{Kind: kind, Text: text})
+	}
+	for i := range calls {
+		out = append(out, Step{Kind: StepLeaked, Leak: &calls[i]})
+	}
+	return out
+}
+
+// envelopeScan is the scan for orchestrator envelopes, as a hold-back
+// scanner. An envelope that outgrows MaxEnvelopeBytes is reported once
+// and dropped up to its end delimiter, so a model that never writes it
+// cannot make the gateway hold the whole answer.
+type envelopeScan struct {
+	scan envelope.Scanner
+	// said is the content read, up to MaxEnvelopeBytes.
+	said strings.Builder
+	// dropping: the open envelope outgrew MaxEnvelopeBytes and is dropped
+	// up to its end delimiter.
+	dropping bool
+}
+
+func (s *envelopeScan) feed(out []Step, text string) []Step {
+	if n := MaxEnvelopeBytes - s.said.Len(); n > 0 {
+		s.said.WriteString(text[:min(n, len(text))])
+	}
+	if !s.scan.Inside() && s.scan.Held() == 0 && strings.IndexByte(text, '<') < 0 {
+		// Nothing open or held, and nothing that could start a delimiter:
+		// the text goes as it is (what Feed would say, without its slice).
+		return append(out, Step{Kind: StepText, Text: text})
+	}
+	for _, p := range s.scan.Feed(text) {
+		switch {
+		case !p.Envelope:
+			out = append(out, Step{Kind: StepText, Text: p.Text})
+		case s.dropping:
+			s.dropping = false // the end of an envelope given up on
+		default:
+			out = append(out, Step{Kind: StepEnvelope, Text: p.Text})
+		}
+	}
+	switch {
+	case s.dropping:
+		s.scan.Discard()
+	case s.scan.Held() > MaxEnvelopeBytes:
+		s.dropping = true
+		s.scan.Discard()
+		out = append(out, Step{Kind: StepEnvelopeOver})
+	}
+	return out
+}
+
+// flush lets go of a held tail that is no delimiter and reports an open
+// envelope (not one being dropped). At a call an open envelope stays
+// open: the forced final answer reads on.
+func (s *envelopeScan) flush(out []Step, end bool) []Step {
+	if s.scan.Inside() {
+		if !s.dropping {
+			out = append(out, Step{Kind: StepEnvelopeOpen})
+		}
+		if end {
+			s.scan = envelope.Scanner{}
+		}
+		return out
+	}
+	parts, _ := s.scan.Flush() // outside an envelope: at most a tail
+	for _, p := range parts {
+		out = append(out, Step{Kind: StepHeld, Text: p.Text})
+	}
+	return out
 }
 
 // saidText decodes the content and reasoning the answer said so far.

@@ -111,6 +111,14 @@ func render(r *answerReader, events iter.Seq2[[]byte, error]) (out []string) {
 				continue
 			}
 			out = append(out, "text content="+str(optional(st.Text))+" reasoning="+str(optional(st.Thought)))
+		case StepHeld:
+			out = append(out, "held content="+str(optional(st.Text)))
+		case StepEnvelope:
+			out = append(out, "envelope "+st.Text)
+		case StepEnvelopeOpen:
+			out = append(out, "envelope open")
+		case StepEnvelopeOver:
+			out = append(out, "envelope over")
 		case StepCall:
 			out = append(out, fmt.Sprintf("call %s %s id=%s", st.Call.Function.Name, st.Call.Function.Arguments, st.Call.ID))
 		case StepLeaked:
@@ -194,7 +202,7 @@ func checkSteps(t *testing.T, steps []string) {
 			if count["text"] > 0 {
 				t.Errorf("opening after text")
 			}
-		case "text", "call", "leaked":
+		case "text", "held", "envelope", "call", "leaked":
 			// What the finish settled comes before it: the finish is bare.
 			if count["finish"] > 0 {
 				t.Errorf("step %d %q after the finish", i, s)
@@ -229,6 +237,8 @@ func FuzzAnswerReader(f *testing.F) {
 	f.Add(`{"choices":[{"index":0,"delta":{"role":"assistant","content":""}}]}` + "\n" +
 		`{"choices":[{"index":0,"delta":{"content":"a"}}]}` + "\n" + `{"choices":[{"index":0,"delta":{"content":"b\"c"}}]}`)
 	f.Add(`{"choices":[{"index":0,"delta":{"content":"x"}}]}` + "\n" + `{"error":{"message":"boom"}}`)
+	f.Add(`{"choices":[{"index":0,"delta":{"content":"Plan: <<<ORCHES"}}]}` + "\n" + `{"choices":[{"index":0,"delta":{"content":"TRATOR_RESPONSE>>>{\"phase\":1}<<<END_"}}]}` +
+		"\n" + `{"choices":[{"index":0,"delta":{"content":"ORCHESTRATOR_RESPONSE>>> <"}}]}` + "\n" + `{"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}`)
 	f.Fuzz(func(t *testing.T, in string) {
 		cut := strings.HasPrefix(in, "c")
 		var events [][]byte
@@ -239,6 +249,12 @@ func FuzzAnswerReader(f *testing.F) {
 		slow := render(&answerReader{guard: true, slow: true}, eventsOf(events, cut))
 		if diff := cmp.Diff(slow, fast); diff != "" {
 			t.Errorf("fast paths differ from the decoder (-decoder +fast):\n%s", diff)
+		}
+		checkSteps(t, fast)
+		fast = render(&answerReader{guard: true, env: &envelopeScan{}}, eventsOf(events, cut))
+		slow = render(&answerReader{guard: true, slow: true, env: &envelopeScan{}}, eventsOf(events, cut))
+		if diff := cmp.Diff(slow, fast); diff != "" {
+			t.Errorf("with the envelope scan, fast paths differ from the decoder (-decoder +fast):\n%s", diff)
 		}
 		checkSteps(t, fast)
 		pass := render(&answerReader{}, eventsOf(events, cut))

@@ -3,7 +3,6 @@ package protocol
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strings"
 
@@ -46,9 +45,9 @@ func ParseEnvelopeMode(s string) (EnvelopeMode, error) {
 // for an answer whose envelope is invalid, or missing when required.
 const DefaultMaxEnvelopeRetries = 2
 
-// MaxEnvelopeBytes bounds an envelope the guard holds back: an envelope
-// still open past it is judged invalid, so a model that never writes the
-// end delimiter cannot make the gateway hold the whole answer.
+// MaxEnvelopeBytes bounds an envelope the answer's reader holds back: an
+// envelope still open past it is judged invalid, so a model that never
+// writes the end delimiter cannot make the gateway hold the whole answer.
 const MaxEnvelopeBytes = 256 << 10
 
 // Envelope outcomes, the outcome label of phasegate_envelopes_total.
@@ -83,22 +82,23 @@ type EnvelopeReport struct {
 	Fallback []envelope.Signal `json:"fallback"`
 }
 
-// envelopeRun is the envelope state of one request.
+// envelopeRun is the envelope rule's state for one request: the policy
+// the guard calls on the envelope steps of each answer (the answer's
+// reader scans for envelopes beside the leak scan).
 type envelopeRun struct {
 	mode    EnvelopeMode
 	set     *envelope.Set
 	max     int
 	retries int
-	scan    envelope.Scanner
-	// said is the content of the answer being read, up to MaxEnvelopeBytes,
-	// for the keyword fallback.
-	said strings.Builder
 	// report is the verdict on the answer being read; nil until an
 	// envelope was judged or the answer ended.
 	report *EnvelopeReport
-	// dropping: the open envelope outgrew MaxEnvelopeBytes with no re-ask
-	// left, and is discarded up to its end delimiter.
-	dropping bool
+	// open: the answer's reader reported an envelope open at a call or
+	// the finish, and none closed since.
+	open bool
+	// said is the content of the answer last judged for a re-ask, as the
+	// reader kept it.
+	said string
 	// repeat is the text the client already got from the answer last asked
 	// again, not yet matched by the new answer: a model asked again
 	// usually repeats what it wrote before its envelope, and the client
@@ -118,82 +118,30 @@ func newEnvelopeRun(mode EnvelopeMode, set *envelope.Set, max int) *envelopeRun 
 	return &envelopeRun{mode: mode, set: set, max: max}
 }
 
-// passes reports whether content can go out as it came: no envelope is
-// open or may be starting, and content cannot start one. Content that
-// passes is kept for the keyword fallback; what does not goes to say.
-func (e *envelopeRun) passes(content string) bool {
-	if e == nil {
-		return true
-	}
-	if e.scan.Inside() || e.scan.Held() > 0 || e.repeat != "" || strings.IndexByte(content, '<') >= 0 {
-		return false
-	}
-	e.keep(content)
-	return true
-}
-
-func (e *envelopeRun) keep(content string) {
-	if n := MaxEnvelopeBytes - e.said.Len(); n > 0 {
-		e.said.WriteString(content[:min(n, len(content))])
-	}
-}
-
 // reset starts the next answer: the rule applies to each answer, so the
 // verdict on an earlier one (refused for its tool call, say) does not
 // stand for the next.
 func (e *envelopeRun) reset() {
-	e.scan = envelope.Scanner{}
-	e.said.Reset()
-	e.report, e.dropping = nil, false
+	e.report, e.open = nil, false
 }
 
-// say writes the model's content through the envelope scan: text outside
-// an envelope goes out at once, an envelope once it is complete and
-// judged. It returns a refusal when an envelope must be asked again. raw,
-// when set, is the upstream chunk that carried content and nothing else:
-// when the scan gives the content back whole, the chunk goes out as it
-// came rather than rebuilt.
-func (r *guardRun) say(ctx context.Context, a *answer, content string, raw []byte) (*refusal, bool, error) {
-	if r.env == nil {
-		return nil, false, r.writeContent(content)
+// onEnvelope judges what the answer's reader found: a complete envelope,
+// one that outgrew MaxEnvelopeBytes, or one left open at a call or the
+// finish (judged by what comes next). It returns a refusal when the
+// envelope must be asked again.
+func (r *guardRun) onEnvelope(ctx context.Context, a *answer, st Step) (*refusal, bool, error) {
+	if st.Kind == StepEnvelopeOpen {
+		r.env.open = true
+		return nil, false, nil
 	}
-	r.env.keep(content)
-	parts := r.env.scan.Feed(content)
-	if raw != nil && r.env.repeat == "" && len(parts) == 1 && !parts[0].Envelope && len(parts[0].Text) == len(content) {
-		r.stage = stageSaying
-		r.wrote(content)
-		return nil, false, r.s.emit(Event{Kind: KindChunk, Data: raw, Ext: r.ext})
+	r.env.repeat, r.env.matched = "", "" // the envelope: what came before was a repeat
+	r.env.open = false
+	if st.Kind == StepEnvelope {
+		return r.judgeEnvelope(ctx, a, st.Text)
 	}
-	for _, p := range parts {
-		if !p.Envelope {
-			if err := r.writeText(p.Text); err != nil {
-				return nil, false, err
-			}
-			continue
-		}
-		r.env.repeat, r.env.matched = "", "" // the envelope: what came before was a repeat
-		if r.env.dropping {
-			r.env.dropping = false // the end of an envelope given up on
-			continue
-		}
-		if ref, done, err := r.judgeEnvelope(ctx, a, p.Text); done || err != nil {
-			return ref, done, err
-		}
-	}
-	switch {
-	case r.env.dropping:
-		r.env.scan.Discard()
-	case r.env.scan.Held() > MaxEnvelopeBytes:
-		ref, done, err := r.envelopeFailed(ctx, a, envelope.Result{
-			Errors: []string{fmt.Sprintf("the envelope is over %d bytes without its end delimiter %s", MaxEnvelopeBytes, envelope.EndDelimiter)}}, false)
-		if ref == nil && err == nil {
-			// No re-ask left: the envelope is dropped up to its end.
-			r.env.dropping = true
-			r.env.scan.Discard()
-		}
-		return ref, done, err
-	}
-	return nil, false, nil
+	// With no re-ask left, the reader drops the envelope up to its end.
+	return r.envelopeFailed(ctx, a, envelope.Result{
+		Errors: []string{fmt.Sprintf("the envelope is over %d bytes without its end delimiter %s", MaxEnvelopeBytes, envelope.EndDelimiter)}}, false)
 }
 
 // judgeEnvelope judges one complete envelope: a valid one is forwarded (the
@@ -216,35 +164,26 @@ func (r *guardRun) judgeEnvelope(ctx context.Context, a *answer, body string) (*
 }
 
 // envelopeAtEnd settles the envelope rule when the answer finished
-// without a tool call: held text goes out, an open envelope is invalid,
-// and a missing one is asked again when required. A re-ask decided here
-// is returned with done false: the answer is read on to its usage, which
-// follows the finish, and the refusal is the caller's at its end.
+// without a tool call: an envelope left open is invalid, and a missing one
+// is asked again when required. A re-ask decided here is returned with
+// done false: the answer is read on to its usage, which follows the
+// finish, and the refusal is the caller's at its end.
 func (r *guardRun) envelopeAtEnd(ctx context.Context, a *answer) (*refusal, bool, error) {
 	if r.env == nil {
 		return nil, false, nil
 	}
-	parts, err := r.env.scan.Flush()
-	if r.env.dropping {
-		return nil, false, nil // reported when it was given up on
-	}
-	if errors.Is(err, envelope.ErrUnterminated) {
+	if r.env.open {
 		return r.envelopeFailed(ctx, a, envelope.Result{Errors: []string{"missing end delimiter " + envelope.EndDelimiter}}, true)
-	}
-	for _, p := range parts {
-		if err := r.writeText(p.Text); err != nil {
-			return nil, false, err
-		}
 	}
 	r.env.repeat, r.env.matched = "", ""
 	if r.env.report != nil {
-		return nil, false, nil
+		return nil, false, nil // judged, or given up on when it grew too long
 	}
 	missing := envelope.Result{Errors: []string{"missing start delimiter " + envelope.StartDelimiter}}
 	if r.env.mode == EnvelopeRequired {
 		return r.envelopeFailed(ctx, a, missing, true)
 	}
-	r.env.report = &EnvelopeReport{Errors: missing.Errors, Fallback: r.env.fallback()}
+	r.env.report = &EnvelopeReport{Errors: missing.Errors, Fallback: fallback(a.content())}
 	r.countEnvelope(ctx, "", envelopeMissing, "")
 	return nil, false, nil
 }
@@ -262,6 +201,7 @@ func (r *guardRun) envelopeFailed(ctx context.Context, a *answer, res envelope.R
 			a.stop("")
 		}
 		r.countEnvelope(ctx, res.Phase, envelopeRetried, strings.Join(res.Errors, "; "))
+		r.env.said = a.content()
 		content, reasoning, err := a.said()
 		if err != nil {
 			return nil, false, &GuardError{Err: fmt.Errorf("decode what the answer said: %w", err)}
@@ -273,7 +213,7 @@ func (r *guardRun) envelopeFailed(ctx context.Context, a *answer, res envelope.R
 		ref.envelope = &res
 		return ref, !atFinish, nil
 	}
-	signals := r.env.fallback()
+	signals := fallback(a.content())
 	outcome := envelopeInvalid
 	if len(signals) > 0 {
 		outcome = envelopeFallback
@@ -285,8 +225,8 @@ func (r *guardRun) envelopeFailed(ctx context.Context, a *answer, res envelope.R
 
 // fallback is the keyword fallback's verdict on the answer's content: an
 // empty list when nothing matched.
-func (e *envelopeRun) fallback() []envelope.Signal {
-	if s := envelope.Fallback(e.said.String()); s != nil {
+func fallback(content string) []envelope.Signal {
+	if s := envelope.Fallback(content); s != nil {
 		return s
 	}
 	return []envelope.Signal{}
@@ -312,7 +252,7 @@ func (r *guardRun) reask(ref *refusal) error {
 	r.env.retries++
 	// The client got the answer's text up to its envelope (all of it when
 	// it wrote none).
-	r.env.repeat, _, _ = strings.Cut(r.env.said.String(), envelope.StartDelimiter)
+	r.env.repeat, _, _ = strings.Cut(r.env.said, envelope.StartDelimiter)
 	r.env.matched = ""
 	if ref.assistant != nil {
 		r.extra = append(r.extra, *ref.assistant)
@@ -338,27 +278,17 @@ func withoutDelimiters(s string) string {
 	return s
 }
 
-// dropHeld gives up what the envelope scan holds when the answer ends in a
-// forwarded tool call: a held tail that is no delimiter goes out, an open
-// envelope is counted invalid and never shown.
-func (r *guardRun) dropHeld(ctx context.Context) error {
+// envelopeAtCall settles the envelope rule when the answer ends in a
+// forwarded tool call: an envelope left open is counted invalid and never
+// shown (unless it was given up on already).
+func (r *guardRun) envelopeAtCall(ctx context.Context) {
 	if r.env == nil {
-		return nil
+		return
 	}
-	parts, err := r.env.scan.Flush()
-	if errors.Is(err, envelope.ErrUnterminated) {
-		if !r.env.dropping {
-			r.countEnvelope(ctx, "", envelopeInvalid, "missing end delimiter before a tool call")
-		}
-		return nil
-	}
-	for _, p := range parts {
-		if err := r.writeText(p.Text); err != nil {
-			return err
-		}
+	if r.env.open {
+		r.countEnvelope(ctx, "", envelopeInvalid, "missing end delimiter before a tool call")
 	}
 	r.env.repeat, r.env.matched = "", ""
-	return nil
 }
 
 // writeText writes text of the answer outside its envelopes, less what

@@ -39,7 +39,7 @@ func (s Standard) serve(ctx context.Context, ss *session) error {
 	x := ss.x
 	p := x.Prompt
 	for {
-		a, err := openAnswer(ctx, ss, x.Request, p, false)
+		a, err := openAnswer(ctx, ss, x.Request, p, answerReader{})
 		if err != nil {
 			return err
 		}

@@ -158,6 +158,10 @@ type guardRun struct {
 
 	header chat.ChunkHeader
 	stage  stage
+	// unsaid is text the answer's scanners let go at a call or the
+	// finish, written with the step that follows: an answer that said
+	// nothing else and finished transiently is asked again unseen.
+	unsaid []Step
 	// afterNotice is whether the last content the client got was a notice.
 	afterNotice bool
 	// newlines is the number of newlines that end the content the client
@@ -512,7 +516,11 @@ func (r *guardRun) attempt(ctx context.Context, req *chat.Request, p *Prompt, fi
 // open sends one upstream call and, on the first, starts the response:
 // the upstream's headers with the phase metadata, then any held notice.
 func (r *guardRun) open(ctx context.Context, req *chat.Request, p Prompt) (*answer, error) {
-	a, err := openAnswer(ctx, r.s, req, p, true)
+	rd := answerReader{guard: true}
+	if r.env != nil {
+		rd.env = &envelopeScan{}
+	}
+	a, err := openAnswer(ctx, r.s, req, p, rd)
 	if err != nil {
 		return nil, err
 	}
@@ -545,6 +553,7 @@ func (r *guardRun) read(ctx context.Context, a *answer, final bool) (ref *refusa
 	// pending is an envelope re-ask decided at the finish: the answer is
 	// read on to its usage first.
 	var pending *refusal
+	r.unsaid = r.unsaid[:0]
 	for st, err := range a.steps() {
 		if err != nil && pending != nil {
 			a.stop("")
@@ -563,28 +572,26 @@ func (r *guardRun) read(ctx context.Context, a *answer, final bool) (ref *refusa
 		if r.header.ID == "" {
 			r.header = a.header() // the upstream's, once its first chunk is read
 		}
-		done := false
-		switch st.Kind {
-		case StepOpening:
-			if r.stage == stageStarted {
-				r.stage = stageSaying
-				r.s.hold(st.Data, r.ext)
+		switch {
+		case st.Kind == StepHeld:
+			r.unsaid = append(r.unsaid, st)
+			continue
+		case st.Kind == StepFinish && r.transient(ctx, st):
+			return nil, true, nil
+		case st.Kind == StepEnd && pending != nil:
+			a.stop("")
+			return pending, false, nil
+		}
+		for _, h := range r.unsaid {
+			if err := r.text(h); err != nil {
+				return nil, false, err
 			}
-		case StepText:
-			ref, done, err = r.text(ctx, a, st)
-		case StepCall, StepLeaked:
-			ref, done, err = r.onCall(ctx, a, st, final)
-		case StepFinish:
-			ref, retry, done, err = r.onFinish(ctx, a, st)
-			if ref != nil && !done && err == nil {
-				pending, ref = ref, nil
-			}
-		case StepEnd:
-			if pending != nil {
-				a.stop("")
-				return pending, false, nil
-			}
-			return r.onEnd(ctx, a, st)
+		}
+		r.unsaid = r.unsaid[:0]
+		var done bool
+		ref, retry, done, err = r.step(ctx, a, st, final)
+		if ref != nil && !done && err == nil {
+			pending, ref = ref, nil
 		}
 		if err != nil || done || retry {
 			return ref, retry, err
@@ -593,30 +600,49 @@ func (r *guardRun) read(ctx context.Context, a *answer, final bool) (ref *refusa
 	return nil, false, nil
 }
 
-// text writes a text step: byte for byte with the phase metadata added
-// when the reader and the envelope scan allow, else rebuilt from what the
-// leak scan let through; content goes through the envelope scan when the
-// request has an envelope rule.
-func (r *guardRun) text(ctx context.Context, a *answer, st Step) (*refusal, bool, error) {
-	if st.Raw && r.env.passes(st.Text) {
+// step acts on one step of the answer. A refusal returned with done false
+// is an envelope re-ask decided at the finish.
+func (r *guardRun) step(ctx context.Context, a *answer, st Step, final bool) (ref *refusal, retry, done bool, err error) {
+	switch st.Kind {
+	case StepOpening:
+		if r.stage == stageStarted {
+			r.stage = stageSaying
+			r.s.hold(st.Data, r.ext)
+		}
+	case StepText:
+		err = r.text(st)
+	case StepEnvelope, StepEnvelopeOpen, StepEnvelopeOver:
+		ref, done, err = r.onEnvelope(ctx, a, st)
+	case StepCall, StepLeaked:
+		ref, done, err = r.onCall(ctx, a, st, final)
+	case StepFinish:
+		ref, done, err = r.onFinish(ctx, a, st)
+	case StepEnd:
+		ref, retry, err = r.onEnd(ctx, a, st)
+		done = true
+	}
+	return ref, retry, done, err
+}
+
+// text writes text: a raw chunk byte for byte with the phase metadata
+// added, unless it may repeat what the client got from an answer asked
+// again; else rebuilt, the content less any such repeat.
+func (r *guardRun) text(st Step) error {
+	if st.Raw && (r.env == nil || r.env.repeat == "") {
 		r.stage = stageSaying
 		r.wrote(st.Text)
-		return nil, false, r.s.emit(Event{Kind: KindChunk, Data: st.Data, Ext: r.ext})
+		return r.s.emit(Event{Kind: KindChunk, Data: st.Data, Ext: r.ext})
 	}
 	content, reasoning := optional(st.Text), optional(st.Thought)
 	if r.env == nil {
-		return nil, false, r.writeDelta(chat.OutDelta{Content: content, ReasoningContent: reasoning})
-	}
-	var raw []byte
-	if st.Raw && reasoning == nil {
-		raw = st.Data
+		return r.writeDelta(chat.OutDelta{Content: content, ReasoningContent: reasoning})
 	}
 	if reasoning != nil {
 		if err := r.writeDelta(chat.OutDelta{ReasoningContent: reasoning}); err != nil {
-			return nil, false, err
+			return err
 		}
 	}
-	return r.say(ctx, a, st.Text, raw)
+	return r.writeText(st.Text)
 }
 
 // optional is s, nil when empty: a delta's field that is absent.
@@ -666,29 +692,33 @@ func (r *guardRun) onLeak(ctx context.Context, a *answer, lc *deepseek.LeakedCal
 	return r.decide(ctx, a, tc, pre, lc.Raw)
 }
 
-// onFinish settles the answer at its bare finish (what the finish settled
-// came as steps of their own): a transient finish with nothing said is
-// asked again unseen; else the envelope rule is settled and the one
-// finish chunk written.
-func (r *guardRun) onFinish(ctx context.Context, a *answer, st Step) (ref *refusal, retry, done bool, err error) {
-	if st.Reason == FinishInsufficientResource {
-		// Retried unseen only when nothing but text was said; passed on
-		// (and counted) otherwise.
-		if st.Bare && r.s.transientFinish(ctx) {
-			return nil, true, false, nil
-		}
-		if !st.Bare {
-			r.s.passedOn(ctx)
-		}
+// transient decides on an insufficient_system_resource finish: asked
+// again unseen when nothing but text was said (and nothing reached the
+// client, the text held back included); passed on (and counted)
+// otherwise.
+func (r *guardRun) transient(ctx context.Context, st Step) bool {
+	if st.Reason != FinishInsufficientResource {
+		return false
 	}
-	if ref, done, err = r.envelopeAtEnd(ctx, a); ref != nil || done || err != nil {
-		return ref, false, done, err
+	if st.Bare {
+		return r.s.transientFinish(ctx)
+	}
+	r.s.passedOn(ctx)
+	return false
+}
+
+// onFinish settles the answer at its bare finish (what the finish settled
+// came as steps of their own): the envelope rule is settled and the one
+// finish chunk written.
+func (r *guardRun) onFinish(ctx context.Context, a *answer, st Step) (*refusal, bool, error) {
+	if ref, done, err := r.envelopeAtEnd(ctx, a); ref != nil || done || err != nil {
+		return ref, done, err
 	}
 	reason := st.Reason
 	if reason == chat.FinishToolCalls {
 		reason = chat.FinishStop // the final call's tool calls were dropped
 	}
-	return nil, false, false, r.finish(ctx, reason)
+	return nil, false, r.finish(ctx, reason)
 }
 
 // onEnd closes an answer read to its end: one cut short is asked again
@@ -768,9 +798,7 @@ func (r *guardRun) forward(ctx context.Context, tc chat.ToolCall) error {
 	if tc.Type == "" {
 		tc.Type = "function"
 	}
-	if err := r.dropHeld(ctx); err != nil {
-		return err
-	}
+	r.envelopeAtCall(ctx)
 	r.setPhase(ctx, PhaseTool, "tool call forwarded")
 	td := chat.ToolCallDelta{Index: 0, ID: tc.ID, Type: tc.Type}
 	td.Function.Name, td.Function.Arguments = tc.Function.Name, tc.Function.Arguments

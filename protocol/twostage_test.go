@@ -1705,9 +1705,14 @@ func TestTwoStageTransient(t *testing.T) {
 	busy := streamReply(stream().Role().Finish(protocol.FinishInsufficientResource).Done())
 	good := streamReply(stream().Role().Content("answer").Finish("stop").Done())
 	late := streamReply(stream().Role().Content("half an ").Finish(protocol.FinishInsufficientResource).Done())
+	// held said only what a hold-back scanner held back: a '<' that might
+	// begin a leaked call (or, with an envelope rule, a delimiter).
+	held := streamReply(stream().Role().Content("<").Finish(protocol.FinishInsufficientResource).Done())
+	heldTail := streamReply(stream().Role().Content("<<<ORCH").Finish(protocol.FinishInsufficientResource).Done())
 	tests := []struct {
 		name        string
 		replies     []reply
+		limits      protocol.Limits
 		wantContent string
 		wantFinish  string
 	}{
@@ -1715,11 +1720,15 @@ func TestTwoStageTransient(t *testing.T) {
 		{name: "busy twice, then an answer", replies: []reply{busy, busy, good}, wantContent: "answer", wantFinish: "stop"},
 		{name: "busy past the retries: reason passed on", replies: []reply{busy, busy, busy}, wantFinish: protocol.FinishInsufficientResource},
 		{name: "busy after text: reason passed on, no retry", replies: []reply{late}, wantContent: "half an ", wantFinish: protocol.FinishInsufficientResource},
+		{name: "busy after held text only: retried unseen", replies: []reply{held, good}, wantContent: "answer", wantFinish: "stop"},
+		{name: "busy after held text past the retries: the text, then the reason", replies: []reply{held, held, held}, wantContent: "<", wantFinish: protocol.FinishInsufficientResource},
+		{name: "busy after a held delimiter tail only: retried unseen", replies: []reply{heldTail, good}, limits: protocol.Limits{Envelope: protocol.EnvelopeOptional}, wantContent: "answer", wantFinish: "stop"},
+		{name: "busy after a held delimiter tail past the retries: the text, then the reason", replies: []reply{heldTail, heldTail, heldTail}, limits: protocol.Limits{Envelope: protocol.EnvelopeOptional}, wantContent: "<<<ORCH", wantFinish: protocol.FinishInsufficientResource},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			u := newUpstream(t, tt.replies...)
-			res := run(t, protocol.NewTwoStage(protocol.TwoStageConfig{}, nil), exchange(newRequest(t, true, history(), ""), u, protocol.Limits{}))
+			res := run(t, protocol.NewTwoStage(protocol.TwoStageConfig{}, nil), exchange(newRequest(t, true, history(), ""), u, tt.limits))
 			a := read(t, res)
 			if a.content != tt.wantContent {
 				t.Errorf("content: got %q, want %q", a.content, tt.wantContent)

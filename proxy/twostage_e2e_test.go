@@ -1117,3 +1117,43 @@ func TestTwoStageE2EFallbackClosesUpstream(t *testing.T) {
 		t.Errorf("fallbacks = %v, want 1", v)
 	}
 }
+
+// TestTwoStageE2EHeldTextTransient: an answer whose only text is what the
+// leak scan held back (a '<' that might begin a leaked call) and that
+// finishes insufficient_system_resource is asked again unseen: the client
+// gets the second answer alone.
+func TestTwoStageE2EHeldTextTransient(t *testing.T) {
+	t.Parallel()
+	held := sim.NewStream(tsModel).Role().Content("<").Finish("insufficient_system_resource").Done().Reply()
+	good := sim.NewStream(tsModel).Role().Content("answer").Finish("stop").Done().Reply()
+	up, gw := tsGateway(t, proxytest.Script(held, good), protocol.NewTwoStage(protocol.TwoStageConfig{}, nil), false)
+	resp, body := tsPost(t, gw, "/v1/chat/completions", tsBody(true, ""), nil)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("status = %d: %s", resp.StatusCode, body)
+	}
+	var content strings.Builder
+	var finishes []string
+	for _, d := range tsData(t, body) {
+		if d == "[DONE]" {
+			continue
+		}
+		var c chat.Chunk
+		if err := json.Unmarshal([]byte(d), &c); err != nil {
+			t.Fatalf("chunk %s: %v", d, err)
+		}
+		for _, ch := range c.Choices {
+			if ch.Delta.Content != nil {
+				content.WriteString(*ch.Delta.Content)
+			}
+			if ch.FinishReason != nil {
+				finishes = append(finishes, *ch.FinishReason)
+			}
+		}
+	}
+	if content.String() != "answer" || len(finishes) != 1 || finishes[0] != "stop" {
+		t.Errorf("client got content %q, finishes %q; want the second answer alone", content.String(), finishes)
+	}
+	if n := len(up.Received()); n != 2 {
+		t.Errorf("upstream calls = %d, want 2", n)
+	}
+}
