@@ -40,10 +40,13 @@ func replicaTB(t testing.TB, url string, cfg proxy.Config) *httptest.Server {
 }
 
 // replicaFollowing is a replica that follows at most followers resumes
-// at once.
+// at once. Its REDIS_TIMEOUT is generous: these tests are about what
+// replicas share, not a slow Redis, and on a loaded machine a hundred
+// lookups at once through the pool outlast the 100 ms default, open the
+// breaker and fail what follows with a 503.
 func replicaFollowing(t testing.TB, url string, cfg proxy.Config, followers int) *httptest.Server {
 	t.Helper()
-	r, err := store.OpenRedisFollowers(url, followers)
+	r, err := store.OpenRedisWith(url, store.RedisOptions{Followers: followers, Timeout: 2 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
