@@ -22,8 +22,11 @@ type sseWriter struct {
 	rc       *http.ResponseController
 	started  bool
 	coalesce bool
-	buf      []byte // events not yet written
-	err      error
+	// named writes replayed events as Responses events, each with its
+	// event: line (see replay).
+	named bool
+	buf   []byte // events not yet written
+	err   error
 }
 
 func newSSEWriter(w http.ResponseWriter) *sseWriter {
