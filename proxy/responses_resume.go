@@ -152,12 +152,12 @@ func (h *Handler) followResponse(w http.ResponseWriter, r *http.Request, key str
 		until = time.Now().Add(d)
 	}
 	sw := newSSEWriter(w)
-	sw.coalesce, sw.named = true, true
+	sw.coalesce, sw.named, sw.seq = true, true, after
 	sw.start(nil)
 	_ = sw.rc.Flush() // the headers, before a wait for the first event
 	last, err := h.follow(r.Context(), sw, key, after, false, until)
 	if e := h.followEnded(r.Context(), key, last, err); e != nil {
-		sw.buf = appendErrorEvent(sw.buf, last, e)
+		sw.buf = appendErrorEvent(sw.buf, sw.seq, e)
 	}
 	_ = sw.flush()
 }
@@ -165,7 +165,7 @@ func (h *Handler) followResponse(w http.ResponseWriter, r *http.Request, key str
 // replay writes one event read from a stream's log. A Responses log
 // holds the data of each event, whose type its event: line repeats; an
 // error the gateway kept in the chat shape (a log cut short) is written
-// as the Responses error event of its position.
+// as a Responses error event, numbered next after the event before it.
 func (s *sseWriter) replay(ev store.Event) error {
 	if !s.named {
 		return s.event(ev.Data)
@@ -179,9 +179,11 @@ func (s *sseWriter) replay(ev store.Event) error {
 		if json.Unmarshal(ev.Data, &body) != nil || body.Error == nil {
 			body.Error = errResumeIncomplete
 		}
-		s.buf = appendErrorEvent(s.buf, ev.N-1, body.Error)
+		s.buf = appendErrorEvent(s.buf, s.seq, body.Error)
+		s.seq++
 		return s.queued()
 	}
+	s.seq = ev.N // the event at position N is sequence number N-1
 	s.buf = append(append(append(s.buf, "event: "...), typ...), "\ndata: "...)
 	s.buf = append(append(s.buf, ev.Data...), '\n', '\n')
 	return s.queued()

@@ -222,3 +222,30 @@ func rsResume(t *testing.T, a, b *httptest.Server, release chan struct{}, calls 
 		t.Errorf("continued without the answer of the stream the client left: %s", sent)
 	}
 }
+
+// A log cut short (RESUME_MAX_BYTES) ends its resume with a Responses
+// error event naming why, numbered as the next event, not with the chat
+// route's error body; the live stream is whole.
+func TestResponsesStreamResumeTooLarge(t *testing.T) {
+	release := make(chan struct{})
+	close(release)
+	up, _ := rsGated(t, release)
+	cfg := rsResumeConfig(up)
+	cfg.Resume.MaxBytes = 2000
+	gw := serveGateway(t, cfg, proxy.Options{})
+	resp, r, _ := rsStreamRaw(t, gw, "key-a", `{"model":"`+sim.Model+`","input":"Weather in Paris?","stream":true}`, "X-Phasegate-Resumable: true\r\n")
+	live := rsEvents(t, []byte(rsNoComments(readAll(t, r))))
+	if name, _ := rsFinal(t, live); resp.Header.Get("X-Phasegate-Resumable") != "true" || name != "response.completed" {
+		t.Fatalf("live stream: X-Phasegate-Resumable %q, ends with %s", resp.Header.Get("X-Phasegate-Resumable"), name)
+	}
+	id := live[0].Data["response"].(map[string]any)["id"].(string)
+	status, _, b := rsRaw(t, gw, http.MethodGet, "/v1/responses/"+id+"?stream=true", "key-a", "")
+	replay := rsEvents(t, []byte(rsNoComments(b)))
+	last := replay[len(replay)-1]
+	if status != http.StatusOK || len(replay) < 2 || len(replay) >= len(live) || last.Name != "error" || last.Data["code"] != "resume_too_large" {
+		t.Fatalf("replay: %d, %d events of %d, ending %v", status, len(replay), len(live), last)
+	}
+	if fmt.Sprint(rsShape(replay[:len(replay)-1])) != fmt.Sprint(rsShape(live[:len(replay)-1])) {
+		t.Errorf("replayed events differ from the live ones:\n%v\n%v", rsShape(replay), rsShape(live))
+	}
+}
