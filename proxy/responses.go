@@ -100,16 +100,10 @@ func (h *Handler) serveResponses(w http.ResponseWriter, r *http.Request, proto s
 		writeJSONError(w, chat.AsError(err))
 		return
 	}
-	// A resumable stream's log holds chat chunks, which a Responses client
-	// could not read back: this door's streams are not resumable, and one
-	// that asks is told so, as a stream whose events cannot be kept.
-	asked, err := h.resumable(r, req.Stream)
+	resume, err := h.resumable(r, req.Stream)
 	if err != nil {
 		writeJSONError(w, chat.AsError(err))
 		return
-	}
-	if asked {
-		w.Header().Set("X-Phasegate-Resumable", "false")
 	}
 	owner := h.responsesOwner(r)
 	input, own, err := h.resolveInput(r.Context(), owner, req)
@@ -123,11 +117,25 @@ func (h *Handler) serveResponses(w http.ResponseWriter, r *http.Request, proto s
 		writeJSONError(w, chat.AsError(err))
 		return
 	}
-	rw := newResponsesWriter(w, responses.NewResponse(req))
-	if req.Stored() {
-		rw.onEnd = func(resp *responses.Response) { h.storeResponse(r.Context(), owner, resp, input, own) }
+	ctx := r.Context()
+	rw := newResponsesWriter(ctx, w, responses.NewResponse(req))
+	if resume {
+		// The stream outlives its client: translated, kept and stored to
+		// its end (see responsesLog).
+		var release func()
+		ctx, _, release = detach(ctx)
+		defer release()
+		rw.resume = &responsesLog{h: h, owner: owner}
 	}
-	cr := r.Clone(r.Context())
+	if req.Stored() {
+		rw.onEnd = func(resp *responses.Response) { h.storeResponse(ctx, owner, resp, input, own) }
+		if resume {
+			rw.onStart = rw.onEnd // read in_progress while it runs
+		}
+	}
+	// The chat pipeline keeps no log of its own: the door keeps the
+	// stream's, of the events its client reads.
+	cr := r.Clone(ctx)
 	cr.Body, cr.ContentLength = io.NopCloser(bytes.NewReader(chatBody)), int64(len(chatBody))
 	cr.Header.Set("X-Phasegate-Resumable", "false")
 	h.serveChat(rw, cr, proto)
@@ -147,10 +155,14 @@ func (h *Handler) resolveInput(ctx context.Context, owner string, req *responses
 			return nil, 0, err
 		}
 		var resp struct {
+			Status string           `json:"status"`
 			Output []responses.Item `json:"output"`
 		}
 		if err := json.Unmarshal(rec.Response, &resp); err != nil {
 			return nil, 0, errResponsesUnavailable
+		}
+		if resp.Status == responses.StatusInProgress {
+			return nil, 0, inProgress(id)
 		}
 		input = append(append(input, rec.Input...), resp.Output...)
 	}
@@ -224,8 +236,14 @@ func (h *Handler) storeResponse(ctx context.Context, owner string, resp *respons
 	}
 }
 
-// getResponse serves GET /v1/responses/{id}.
+// getResponse serves GET /v1/responses/{id}: the response as it stands
+// (in_progress while its stream runs), or with stream=true its events
+// (see streamResponse).
 func (h *Handler) getResponse(w http.ResponseWriter, r *http.Request, id string) {
+	if r.URL.Query().Get("stream") == "true" {
+		h.streamResponse(w, r, id)
+		return
+	}
 	rec, err := h.record(r.Context(), h.responsesOwner(r), id)
 	if err != nil {
 		writeJSONError(w, responseError(err, id))

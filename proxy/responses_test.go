@@ -544,10 +544,11 @@ func TestResponsesInputItems(t *testing.T) {
 	}
 }
 
-// A Responses stream is not resumable: one that asks is served plain and
-// told so (X-Phasegate-Resumable: false), a resume of its id is a 404,
-// and a header that is neither true nor false is the chat route's 400.
-func TestResponsesStreamNotResumable(t *testing.T) {
+// A Responses stream that asks to be resumable is told it is
+// (X-Phasegate-Resumable: true), its log is the door's, by response id,
+// not the chat route's by request id (a resume of that is a 404), and a
+// header that is neither true nor false is the chat route's 400.
+func TestResponsesStreamResumableHeader(t *testing.T) {
 	_, gw := rsGateway(t, proxytest.Simulated())
 	body := `{"model":"` + sim.Model + `","input":"hi","stream":true}`
 	req, _ := http.NewRequestWithContext(testContext(t), http.MethodPost, gw.URL+"/v1/responses", strings.NewReader(body))
@@ -558,7 +559,7 @@ func TestResponsesStreamNotResumable(t *testing.T) {
 		t.Fatal(err)
 	}
 	evs := rsEvents(t, readAll(t, resp.Body))
-	if name, _ := rsFinal(t, evs); resp.StatusCode != http.StatusOK || resp.Header.Get("X-Phasegate-Resumable") != "false" || name != "response.completed" {
+	if name, _ := rsFinal(t, evs); resp.StatusCode != http.StatusOK || resp.Header.Get("X-Phasegate-Resumable") != "true" || name != "response.completed" {
 		t.Errorf("stream: %d, X-Phasegate-Resumable %q, last event %s", resp.StatusCode, resp.Header.Get("X-Phasegate-Resumable"), name)
 	}
 	if status, _, b := rsRaw(t, gw, http.MethodGet, "/v1/phasegate/requests/rs-resume-1/events", "", ""); status != http.StatusNotFound || rsError(t, b).Code != "request_not_found" {

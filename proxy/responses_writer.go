@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"bytes"
+	"context"
 	"net/http"
 	"strings"
 
@@ -20,9 +21,14 @@ type responsesWriter struct {
 	rc     *http.ResponseController
 	stream *responses.Stream
 	// onEnd, when set, is told of the response before its last event or
-	// its body is written.
-	onEnd func(*responses.Response)
-	mode  writerMode
+	// its body is written; onStart of a stream's response before its
+	// first event.
+	onEnd, onStart func(*responses.Response)
+	// resume, when set, keeps the stream's events for a resume and keeps
+	// it going when the client leaves; nil once its log was refused.
+	resume *responsesLog
+	ctx    context.Context
+	mode   writerMode
 	// in holds the bytes written and not yet translated: a partial event
 	// of a stream, or the whole body of a completion.
 	in  []byte
@@ -39,8 +45,8 @@ const (
 	modeJSON
 )
 
-func newResponsesWriter(w http.ResponseWriter, resp *responses.Response) *responsesWriter {
-	return &responsesWriter{w: w, rc: http.NewResponseController(w), stream: responses.NewStream(resp)}
+func newResponsesWriter(ctx context.Context, w http.ResponseWriter, resp *responses.Response) *responsesWriter {
+	return &responsesWriter{ctx: ctx, w: w, rc: http.NewResponseController(w), stream: responses.NewStream(resp)}
 }
 
 func (rw *responsesWriter) Header() http.Header { return rw.w.Header() }
@@ -59,6 +65,12 @@ func (rw *responsesWriter) WriteHeader(status int) {
 	case strings.HasPrefix(ct, "text/event-stream"):
 		rw.mode = modeStream
 		rw.w.Header().Del("Content-Length")
+		if rw.resume != nil && !rw.resume.start(rw.ctx, rw.w.Header(), rw.stream.Response().ID) {
+			rw.resume = nil
+		}
+		if rw.onStart != nil {
+			rw.onStart(rw.stream.Response())
+		}
 		rw.w.WriteHeader(status)
 		rw.out = rw.stream.Start(rw.out[:0])
 		rw.emit()
@@ -147,13 +159,29 @@ func (rw *responsesWriter) emit() {
 	if rw.err != nil || len(rw.out) == 0 {
 		return
 	}
+	if l := rw.resume; l != nil {
+		rw.err = l.keep(rw.out)
+		if !l.gone {
+			_, err := rw.w.Write(rw.out)
+			l.left(err)
+		}
+		rw.out = rw.out[:0]
+		return
+	}
 	_, rw.err = rw.w.Write(rw.out)
 	rw.out = rw.out[:0]
 }
 
-// FlushError flushes what was translated to the client.
+// FlushError flushes what was translated to the client; for a resumable
+// stream, a client gone is no failure.
 func (rw *responsesWriter) FlushError() error {
 	if rw.mode == modeJSON {
+		return nil
+	}
+	if l := rw.resume; l != nil {
+		if !l.gone {
+			l.left(rw.rc.Flush())
+		}
 		return nil
 	}
 	return rw.rc.Flush()
@@ -162,6 +190,15 @@ func (rw *responsesWriter) FlushError() error {
 // close ends the translation once the pipeline is done: a completion is
 // translated and written whole.
 func (rw *responsesWriter) close() {
+	if rw.resume != nil {
+		rw.resume.close()
+	}
+	if rw.mode == modeStream && rw.onStart != nil && !rw.stream.Ended() {
+		// Stored in_progress at its start, it is stored failed, not left
+		// running.
+		rw.stream.Fail(nil, errStreamCut)
+		rw.onEnd(rw.stream.Response())
+	}
 	if rw.mode != modeJSON {
 		return
 	}
@@ -178,3 +215,9 @@ func (rw *responsesWriter) close() {
 	rw.w.WriteHeader(http.StatusOK)
 	_, _ = rw.w.Write(resp.JSON())
 }
+
+// errStreamCut is the error of a stored response whose stream ended
+// before its end: its client left and the stream was not kept for a
+// resume.
+var errStreamCut = &chat.Error{Status: statusClientClosed, Type: chat.TypeServer, Code: "stream_cut",
+	Message: "the stream of this response ended before its end: its client left"}

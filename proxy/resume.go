@@ -81,23 +81,32 @@ func (c *chatRequest) startResumable(ctx context.Context, out *streamSink) (sink
 	}
 	h.metrics.Resumable(metrics.ResumeStarted)
 	c.w.Header().Set("X-Phasegate-Resumable", "true")
-	base, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
-	detached, stopDeadline := base, context.CancelFunc(func() {})
-	if d, ok := ctx.Deadline(); ok {
-		detached, stopDeadline = context.WithDeadlineCause(base, d, ErrRequestTimeout)
-	}
-	// A shutdown still ends it, with the cause the stream answers in-band.
-	stopShutdown := context.AfterFunc(ctx, func() {
-		if cause := context.Cause(ctx); errors.Is(cause, protocol.ErrShuttingDown) {
-			cancel(cause)
-		}
-	})
+	detached, cancel, release := detach(ctx)
 	unregister := h.running.add(key, cancel)
 	rec := startRecorder(h, key, c.log)
 	rs := &resumableSink{streamSink: out, rec: rec, ids: c.r.Header.Get("X-Phasegate-Event-Ids") == "true", maxBytes: h.cfg.Resume.MaxBytes}
 	return rs, detached, func() {
 		rec.close()
 		unregister()
+		release()
+	}
+}
+
+// detach returns a context that a client leaving does not end: ctx's
+// values and deadline, cancelled by cancel, or by a shutdown (with the
+// cause the stream answers in-band). release frees what it holds.
+func detach(ctx context.Context) (detached context.Context, cancel context.CancelCauseFunc, release func()) {
+	base, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
+	detached, stopDeadline := base, context.CancelFunc(func() {})
+	if d, ok := ctx.Deadline(); ok {
+		detached, stopDeadline = context.WithDeadlineCause(base, d, ErrRequestTimeout)
+	}
+	stopShutdown := context.AfterFunc(ctx, func() {
+		if cause := context.Cause(ctx); errors.Is(cause, protocol.ErrShuttingDown) {
+			cancel(cause)
+		}
+	})
+	return detached, cancel, func() {
 		stopShutdown()
 		stopDeadline()
 		cancel(nil)

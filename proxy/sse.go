@@ -22,8 +22,12 @@ type sseWriter struct {
 	rc       *http.ResponseController
 	started  bool
 	coalesce bool
-	buf      []byte // events not yet written
-	err      error
+	// named writes replayed events as Responses events, each with its
+	// event: line (see replay); seq is the sequence number of the next.
+	named bool
+	seq   int
+	buf   []byte // events not yet written
+	err   error
 }
 
 func newSSEWriter(w http.ResponseWriter) *sseWriter {
