@@ -130,7 +130,8 @@ export function assertEventStream(body, what) {
 /**
  * Checks one recorded exchange on a Responses API route against the
  * specification: bodies of POST /responses and GET /responses/{id} are
- * Responses, input_items a ResponseItemList, DELETE the deletion object,
+ * Responses (streams of either, a resume for GET, as assertEventStream
+ * says, numbered from 0 or from the event after starting_after), input_items a ResponseItemList, DELETE the deletion object,
  * errors ErrorResponses, streams as assertEventStream says. Exchanges on
  * other routes are not checked; returns whether this one was.
  */
@@ -139,8 +140,14 @@ export function assertExchange(x) {
   if (!path.startsWith('/v1/responses')) return false;
   const what = `${x.method} ${x.path} (${x.status})`;
   if (x.contentType.startsWith('text/event-stream')) {
-    if (x.method !== 'POST' || x.status !== 200) throw new Error(`${what}: an event stream`);
-    assertEventStream(x.body, what);
+    // A stream answers POST /responses, or GET /responses/{id} with
+    // stream=true: a resume, whose first event follows starting_after.
+    const query = new URL(x.path, 'http://x').searchParams;
+    const resume = x.method === 'GET' && query.get('stream') === 'true';
+    if ((x.method !== 'POST' && !resume) || x.status !== 200) throw new Error(`${what}: an event stream`);
+    const events = assertEventStream(x.body, what);
+    const first = resume ? Number(query.get('starting_after') ?? -1) + 1 : 0;
+    if (events[0].sequence_number !== first) throw new Error(`${what}: the first event is number ${events[0].sequence_number}, want ${first}`);
     return true;
   }
   let body;

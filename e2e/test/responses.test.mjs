@@ -228,6 +228,32 @@ describe('openai SDK, responses.create and responses.stream', () => {
     for (const t of ['response.content_part.added', 'response.output_text.done', 'response.content_part.done']) assert.ok(textTypes.has(t), `${t} in ${[...textTypes]}`);
   });
 
+  // A resumable stream the client leaves after a few events is taken up
+  // again, as OpenAI's own Responses API resumes one: retrieve with
+  // stream and starting_after replays the events after that sequence
+  // number, and the joined events are one stream.
+  rtest('stream: a resumable stream left early is resumed with retrieve(stream, starting_after)', async () => {
+    const c = client(simRec, 'v1', { 'X-Phasegate-Resumable': 'true' });
+    const head = [];
+    const stream = await c.responses.create({ model: 'phasegate-sim', input: 'hello resumable stream', stream: true });
+    for await (const event of stream) {
+      head.push(event);
+      if (head.length === 3) break; // the client leaves
+    }
+    const id = head[0].response.id;
+    const last = head.at(-1).sequence_number;
+    const tail = [];
+    for await (const event of await c.responses.retrieve(id, { stream: true, starting_after: last })) tail.push(event);
+    const joined = [...head, ...tail];
+    assert.deepEqual(joined.map((e) => e.sequence_number), joined.map((_, i) => i), 'one run of sequence numbers from 0');
+    assert.equal(joined.at(-1).type, 'response.completed', joined.map((e) => e.type).join(' '));
+    const text = joined.filter((e) => e.type === 'response.output_text.delta').map((e) => e.delta).join('');
+    assert.match(text, /You said: hello resumable stream$/);
+    const stored = await c.responses.retrieve(id);
+    assert.equal(stored.status, 'completed');
+    assert.equal(stored.output_text, text, 'the stored response says what the joined stream said');
+  });
+
   rtest('platform tools and background mode are refused with a 400 naming them', async () => {
     const c = client(simRec);
     await assert.rejects(c.responses.create({ model: 'phasegate-sim', input: 'hi', tools: [{ type: 'web_search' }] }), (err) => {
