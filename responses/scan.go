@@ -182,7 +182,7 @@ func decodeChunk(data []byte) (chunkFields, error) {
 	if err := json.Unmarshal(data, &c); err != nil {
 		return chunkFields{}, err
 	}
-	f := chunkFields{usage: c.Usage, err: c.Error, estimated: c.Phasegate != nil && c.Phasegate.UsageEstimated}
+	f := chunkFields{usage: c.Usage, err: c.Error, estimated: c.Phasegate.estimated()}
 	if len(c.Choices) > 0 {
 		ch := &c.Choices[0]
 		f.content, f.reasoning, f.finish = ch.Delta.Content, ch.Delta.ReasoningContent, ch.FinishReason
