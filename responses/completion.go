@@ -9,24 +9,36 @@ import (
 // completionView is what the translation reads of a chat.completion.
 type completionView struct {
 	Choices []struct {
-		Message struct {
-			Content          json.RawMessage `json:"content"`
-			ReasoningContent json.RawMessage `json:"reasoning_content"`
-			ToolCalls        []struct {
-				ID       string `json:"id"`
-				Function struct {
-					Name      string          `json:"name"`
-					Arguments json.RawMessage `json:"arguments"`
-				} `json:"function"`
-			} `json:"tool_calls"`
-		} `json:"message"`
-		FinishReason string `json:"finish_reason"`
+		Message      messageView `json:"message"`
+		FinishReason string      `json:"finish_reason"`
 	} `json:"choices"`
 	Usage     json.RawMessage `json:"usage"`
-	Phasegate *struct {
-		UsageEstimated bool `json:"usage_estimated"`
-	} `json:"phasegate"`
+	Phasegate *gatewayView    `json:"phasegate"`
 }
+
+// messageView is what the translation reads of a chat message: a
+// completion's message, or a chunk's delta. Strings are kept raw, with
+// their quotes.
+type messageView struct {
+	Content          json.RawMessage `json:"content"`
+	ReasoningContent json.RawMessage `json:"reasoning_content"`
+	ToolCalls        []struct {
+		Index    int             `json:"index"`
+		ID       json.RawMessage `json:"id"`
+		Function struct {
+			Name      json.RawMessage `json:"name"`
+			Arguments json.RawMessage `json:"arguments"`
+		} `json:"function"`
+	} `json:"tool_calls"`
+}
+
+// gatewayView is what the translation reads of the gateway's own member.
+type gatewayView struct {
+	UsageEstimated bool `json:"usage_estimated"`
+}
+
+// estimated reports whether g says the usage is estimated.
+func (g *gatewayView) estimated() bool { return g != nil && g.UsageEstimated }
 
 // FromCompletion fills r, and ends it, from the body of one
 // chat.completion: reasoning, then text, then function calls, as a
@@ -47,12 +59,11 @@ func FromCompletion(r *Response, body []byte) error {
 			r.add(&outItem{typ: TypeMessage, id: NewID("msg_"), text: bytes.Clone(t)})
 		}
 		for _, tc := range ch.Message.ToolCalls {
-			callID, _ := json.Marshal(tc.ID)
-			name, _ := json.Marshal(tc.Function.Name)
-			r.add(&outItem{typ: TypeFunctionCall, id: NewID("fc_"), callID: callID, name: name, args: bytes.Clone(inner(tc.Function.Arguments))})
+			r.add(&outItem{typ: TypeFunctionCall, id: NewID("fc_"), callID: bytes.Clone(quoted(tc.ID)), name: bytes.Clone(quoted(tc.Function.Name)),
+				args: bytes.Clone(inner(tc.Function.Arguments))})
 		}
 	}
-	r.setUsage(c.Usage, c.Phasegate != nil && c.Phasegate.UsageEstimated)
+	r.setUsage(c.Usage, c.Phasegate.estimated())
 	r.end(finish)
 	return nil
 }

@@ -3,8 +3,9 @@ package responses
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"strconv"
+
+	"github.com/phasegate/phasegate/internal/jsonscan"
 )
 
 // chunkFields is what the translation reads of a chat.completion.chunk:
@@ -24,235 +25,29 @@ type callDelta struct {
 	id, name, args []byte
 }
 
-var errSyntax = errors.New("malformed JSON")
-
-// scanner walks JSON the gateway itself wrote: chunks the pipeline
+// chunkScan walks JSON the gateway itself wrote: chunks the pipeline
 // passed on. It reads the few fields a translation needs and skips the
-// rest without decoding them. A key it cannot compare as raw bytes (one
-// with an escape) sets slow, and the caller decodes with encoding/json.
-type scanner struct {
-	b    []byte
-	i    int
-	err  error
+// rest without decoding them. What it cannot read as encoding/json would
+// (a key with an escape, a known key in another case, a field given
+// twice) sets slow, and the caller decodes with encoding/json.
+type chunkScan struct {
+	jsonscan.Walker
 	slow bool
-	// key is where the key of the member being read starts.
-	key int
 }
 
-func (s *scanner) ws() {
-	for s.i < len(s.b) && (s.b[s.i] == ' ' || s.b[s.i] == '\n' || s.b[s.i] == '\t' || s.b[s.i] == '\r') {
-		s.i++
-	}
-}
-
-func (s *scanner) fail() { s.err, s.i = errSyntax, len(s.b) }
-
-// str reads a string and returns it with its quotes.
-func (s *scanner) str() []byte {
-	s.ws()
-	if s.i >= len(s.b) || s.b[s.i] != '"' {
-		s.fail()
-		return nil
-	}
-	start := s.i
-	for s.i++; s.i < len(s.b); s.i++ {
-		switch c := s.b[s.i]; {
-		case c == '\\':
-			s.i++
-			if !s.escape() {
-				s.fail()
-				return nil
-			}
-		case c == '"':
-			s.i++
-			return s.b[start:s.i]
-		case c < 0x20:
-			s.fail()
-			return nil
-		}
-	}
-	s.fail()
-	return nil
-}
-
-// escape checks the escape whose letter is at s.i, leaving s.i on its
-// last byte.
-func (s *scanner) escape() bool {
-	if s.i >= len(s.b) {
-		return false
-	}
-	switch s.b[s.i] {
-	case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
-		return true
-	case 'u':
-		if s.i+4 >= len(s.b) {
-			return false
-		}
-		for _, c := range s.b[s.i+1 : s.i+5] {
-			if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F') {
-				return false
-			}
-		}
-		s.i += 4
-		return true
-	}
-	return false
-}
-
-// value skips any value and returns it raw.
-func (s *scanner) value() []byte {
-	s.ws()
-	if s.i >= len(s.b) {
-		s.fail()
-		return nil
-	}
-	start := s.i
-	switch s.b[s.i] {
-	case '"':
-		return s.str()
-	case '{':
-		s.object(func([]byte) { s.value() })
-	case '[':
-		s.array(func() { s.value() })
-	default:
-		for s.i < len(s.b) && bytes.IndexByte([]byte(",]} \n\t\r"), s.b[s.i]) < 0 {
-			s.i++
-		}
-		if lit := s.b[start:s.i]; string(lit) != "null" && string(lit) != "true" && string(lit) != "false" && !number(lit) {
-			s.fail()
-		}
-	}
-	if s.err != nil {
-		return nil
-	}
-	return s.b[start:s.i]
-}
-
-// number reports whether b is a JSON number.
-func number(b []byte) bool {
-	i := 0
-	if i < len(b) && b[i] == '-' {
-		i++
-	}
-	digits := func() int {
-		n := 0
-		for i < len(b) && '0' <= b[i] && b[i] <= '9' {
-			i, n = i+1, n+1
-		}
-		return n
-	}
-	if i < len(b) && b[i] == '0' {
-		i++
-	} else if digits() == 0 {
-		return false
-	}
-	if i < len(b) && b[i] == '.' {
-		i++
-		if digits() == 0 {
-			return false
-		}
-	}
-	if i < len(b) && (b[i] == 'e' || b[i] == 'E') {
-		i++
-		if i < len(b) && (b[i] == '+' || b[i] == '-') {
-			i++
-		}
-		if digits() == 0 {
-			return false
-		}
-	}
-	return i == len(b)
-}
-
-// object reads an object, calling field with each key (raw, without
-// quotes); field must read the key's value.
-func (s *scanner) object(field func(key []byte)) {
-	s.ws()
-	if s.i >= len(s.b) || s.b[s.i] != '{' {
-		s.fail()
-		return
-	}
-	s.i++
-	s.ws()
-	if s.i < len(s.b) && s.b[s.i] == '}' {
-		s.i++
-		return
-	}
-	s.members(field)
-}
-
-// members reads the members of an object from s.i, where a key starts,
-// to its closing brace.
-func (s *scanner) members(field func(key []byte)) {
-	for s.err == nil {
-		s.key = s.i
-		k := s.str()
-		s.ws()
-		if s.err != nil || s.i >= len(s.b) || s.b[s.i] != ':' {
-			s.fail()
-			return
-		}
-		s.i++
-		key := k[1 : len(k)-1]
-		if bytes.IndexByte(key, '\\') >= 0 {
-			s.slow = true
-		}
-		field(key)
-		if !s.next('}') {
-			return
-		}
-		s.ws()
-	}
-}
-
-// array reads an array, calling elem for each element.
-func (s *scanner) array(elem func()) {
-	s.ws()
-	if s.i >= len(s.b) || s.b[s.i] != '[' {
-		s.fail()
-		return
-	}
-	s.i++
-	s.ws()
-	if s.i < len(s.b) && s.b[s.i] == ']' {
-		s.i++
-		return
-	}
-	for s.err == nil {
-		elem()
-		if !s.next(']') {
-			return
-		}
-	}
-}
-
-// next reads a comma (true: more follow) or the closing byte.
-func (s *scanner) next(closing byte) bool {
-	s.ws()
-	switch {
-	case s.err != nil || s.i >= len(s.b):
-		s.fail()
-	case s.b[s.i] == ',':
-		s.i++
-		return true
-	case s.b[s.i] == closing:
-		s.i++
-	default:
-		s.fail()
-	}
-	return false
-}
+// leaves reports whether the chunk is left to encoding/json.
+func (s *chunkScan) leaves() bool { return s.slow || s.EscapedKey() }
 
 // skip skips the value of a key the caller does not read. encoding/json
 // matches keys without regard to case: a key that is one of known in
 // another case is left to it.
-func (s *scanner) skip(key []byte, known ...string) {
+func (s *chunkScan) skip(key []byte, known ...string) {
 	for _, k := range known {
 		if bytes.EqualFold(key, []byte(k)) {
 			s.slow = true
 		}
 	}
-	s.value()
+	s.Value()
 }
 
 // scanChunk reads the fields of a chunk, with encoding/json when the
@@ -263,19 +58,19 @@ func (s *scanner) skip(key []byte, known ...string) {
 // learned when empty.
 func scanChunk(data []byte, head *[]byte) (chunkFields, error) {
 	var f chunkFields
-	s := &scanner{b: data}
+	s := &chunkScan{Walker: jsonscan.Walk(data)}
 	learn := head != nil && len(*head) == 0
 	fields := func(key []byte) {
 		switch string(key) {
 		case "choices":
-			if learn && !s.slow {
-				*head = bytes.Clone(data[:s.key])
+			if learn && !s.leaves() {
+				*head = bytes.Clone(data[:s.MemberStart()])
 			}
 			f.choices(s)
 		case "usage":
-			f.usage = s.value()
+			f.usage = s.Value()
 		case "error":
-			f.err = s.value()
+			f.err = s.Value()
 		case "phasegate":
 			f.phasegate(s)
 		default:
@@ -285,47 +80,41 @@ func scanChunk(data []byte, head *[]byte) (chunkFields, error) {
 		learn = false
 	}
 	if head != nil && len(*head) > 0 && bytes.HasPrefix(data, *head) {
-		s.i = len(*head)
-		s.members(fields)
+		s.Members(len(*head), fields)
 	} else {
-		s.object(fields)
+		s.Object(fields)
 	}
-	if s.err == nil {
-		s.ws()
-		if s.i != len(s.b) {
-			s.fail()
-		}
-	}
-	if s.err != nil || s.slow {
+	s.End()
+	if s.Err() != nil || s.leaves() {
 		return decodeChunk(data)
 	}
 	return f, nil
 }
 
 // choices reads the choices, the first one only.
-func (f *chunkFields) choices(s *scanner) {
+func (f *chunkFields) choices(s *chunkScan) {
 	if f.calls != nil || f.content != nil || f.reasoning != nil || f.finish != nil {
 		s.slow = true // a second choices: encoding/json keeps the last
 	}
 	first := true
-	s.array(func() {
+	s.Array(func() {
 		if !first {
-			s.value()
+			s.Value()
 			return
 		}
 		first = false
-		s.object(func(key []byte) { f.choice(s, key) })
+		s.Object(func(key []byte) { f.choice(s, key) })
 	})
 }
 
 // phasegate reads the gateway's own member.
-func (f *chunkFields) phasegate(s *scanner) {
-	s.object(func(key []byte) {
+func (f *chunkFields) phasegate(s *chunkScan) {
+	s.Object(func(key []byte) {
 		if string(key) != "usage_estimated" {
 			s.skip(key, "usage_estimated")
 			return
 		}
-		v := s.value()
+		v := s.Value()
 		if string(v) != "true" && string(v) != "false" && string(v) != "null" {
 			s.slow = true
 		}
@@ -334,47 +123,47 @@ func (f *chunkFields) phasegate(s *scanner) {
 }
 
 // choice reads one field of the first choice.
-func (f *chunkFields) choice(s *scanner, key []byte) {
+func (f *chunkFields) choice(s *chunkScan, key []byte) {
 	switch string(key) {
 	case "delta":
-		s.object(func(key []byte) {
+		s.Object(func(key []byte) {
 			switch string(key) {
 			case "content":
-				f.content = s.value()
+				f.content = s.Value()
 			case "reasoning_content":
-				f.reasoning = s.value()
+				f.reasoning = s.Value()
 			case "tool_calls":
-				s.array(func() { f.calls = append(f.calls, scanCall(s)) })
+				s.Array(func() { f.calls = append(f.calls, scanCall(s)) })
 			default:
 				s.skip(key, "content", "reasoning_content", "tool_calls")
 			}
 		})
 	case "finish_reason":
-		f.finish = s.value()
+		f.finish = s.Value()
 	default:
 		s.skip(key, "delta", "finish_reason")
 	}
 }
 
-func scanCall(s *scanner) callDelta {
+func scanCall(s *chunkScan) callDelta {
 	var c callDelta
-	s.object(func(key []byte) {
+	s.Object(func(key []byte) {
 		switch string(key) {
 		case "index":
-			n, err := strconv.Atoi(string(s.value()))
+			n, err := strconv.Atoi(string(s.Value()))
 			if err != nil {
 				s.slow = true
 			}
 			c.index = n
 		case "id":
-			c.id = s.value()
+			c.id = s.Value()
 		case "function":
-			s.object(func(key []byte) {
+			s.Object(func(key []byte) {
 				switch string(key) {
 				case "name":
-					c.name = s.value()
+					c.name = s.Value()
 				case "arguments":
-					c.args = s.value()
+					c.args = s.Value()
 				default:
 					s.skip(key, "name", "arguments")
 				}
@@ -393,7 +182,7 @@ func decodeChunk(data []byte) (chunkFields, error) {
 	if err := json.Unmarshal(data, &c); err != nil {
 		return chunkFields{}, err
 	}
-	f := chunkFields{usage: c.Usage, err: c.Error, estimated: c.Phasegate != nil && c.Phasegate.UsageEstimated}
+	f := chunkFields{usage: c.Usage, err: c.Error, estimated: c.Phasegate.estimated()}
 	if len(c.Choices) > 0 {
 		ch := &c.Choices[0]
 		f.content, f.reasoning, f.finish = ch.Delta.Content, ch.Delta.ReasoningContent, ch.FinishReason

@@ -3,6 +3,7 @@ package responses
 import (
 	"bytes"
 	"encoding/json"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -18,6 +19,8 @@ func FuzzScanChunk(f *testing.F) {
 		`{"error":{"message":"m","type":"t","param":null,"code":"c"}}`,
 		`{"choices":[{"delta":{"content":null}},{"delta":{"content":"second"}}], "x":[1,2.5e3,true,false,null,{}]}`,
 		`{"choices":[{"delta":{"cont\u0065nt":"escaped key"}}]}`,
+		// Deeper than encoding/json reads, in a field the scan skips.
+		`{"x":` + strings.Repeat("[", 10001) + strings.Repeat("]", 10001) + `,"choices":[]}`,
 	} {
 		f.Add([]byte(s))
 	}

@@ -68,25 +68,12 @@ func (s *Stream) Start(dst []byte) []byte {
 // chunkView is a chat.completion.chunk as decodeChunk reads it.
 type chunkView struct {
 	Choices []struct {
-		Delta struct {
-			Content          json.RawMessage `json:"content"`
-			ReasoningContent json.RawMessage `json:"reasoning_content"`
-			ToolCalls        []struct {
-				Index    int             `json:"index"`
-				ID       json.RawMessage `json:"id"`
-				Function struct {
-					Name      json.RawMessage `json:"name"`
-					Arguments json.RawMessage `json:"arguments"`
-				} `json:"function"`
-			} `json:"tool_calls"`
-		} `json:"delta"`
+		Delta        messageView     `json:"delta"`
 		FinishReason json.RawMessage `json:"finish_reason"`
 	} `json:"choices"`
 	Usage     json.RawMessage `json:"usage"`
-	Phasegate *struct {
-		UsageEstimated bool `json:"usage_estimated"`
-	} `json:"phasegate"`
-	Error json.RawMessage `json:"error"`
+	Phasegate *gatewayView    `json:"phasegate"`
+	Error     json.RawMessage `json:"error"`
 }
 
 // inner returns the contents of the JSON string raw (without its

@@ -1,12 +1,14 @@
 // Package jsonscan reads JSON bytes without decoding them: where a string
 // ends, where a value ends, which strings are keys and whether a key is
 // the one encoding/json would match, whether a growing buffer holds one
-// complete value, and a field of an object replaced in place. It is the
-// one place the gateway proves that a key cannot be read inside a string;
-// its fuzz tests compare every function with encoding/json.
+// complete value, a field of an object replaced in place, and a walk that
+// validates as it reads (Walker). It is the one place the gateway proves
+// that a key cannot be read inside a string; its fuzz tests compare every
+// function with encoding/json.
 //
-// Nothing here validates JSON. A caller that needs the decoder's verdict
-// asks the decoder; these functions answer where the decoder would look.
+// Only Walker validates JSON. The other functions answer where the
+// decoder would look; a caller that needs the decoder's verdict asks the
+// decoder, or walks with a Walker.
 package jsonscan
 
 import (
