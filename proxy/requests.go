@@ -123,16 +123,11 @@ func (h *Handler) serveEvents(w http.ResponseWriter, r *http.Request, id string,
 		h.serveFailed(w, r, id, info.Status)
 		return
 	}
-	if h.followers != nil {
-		select {
-		case h.followers <- struct{}{}:
-			defer func() { <-h.followers }()
-		default:
-			w.Header().Set("Retry-After", "1")
-			writeJSONError(w, errResumeBusy)
-			return
-		}
+	release, ok := h.takeFollower(w)
+	if !ok {
+		return
 	}
+	defer release()
 	h.metrics.Resumable(metrics.ResumeReplayed)
 	var until time.Time
 	if d := h.followLimit(); d > 0 {
@@ -322,4 +317,21 @@ func (h *Handler) serveTwoStageResume(w http.ResponseWriter, r *http.Request) {
 		}
 		return n - 1, nil
 	})
+}
+
+// takeFollower takes one of the replica's slots for following a resumed
+// stream live, and returns its release. When every slot is taken it
+// answers 503 resume_busy with a Retry-After itself and reports false.
+func (h *Handler) takeFollower(w http.ResponseWriter) (release func(), ok bool) {
+	if h.followers == nil {
+		return func() {}, true
+	}
+	select {
+	case h.followers <- struct{}{}:
+		return func() { <-h.followers }, true
+	default:
+		w.Header().Set("Retry-After", "1")
+		writeJSONError(w, errResumeBusy)
+		return nil, false
+	}
 }

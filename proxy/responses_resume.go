@@ -131,16 +131,11 @@ func (h *Handler) streamResponse(w http.ResponseWriter, r *http.Request, id stri
 		writeJSONError(w, errResumeUnavailable)
 		return
 	}
-	if h.followers != nil {
-		select {
-		case h.followers <- struct{}{}:
-			defer func() { <-h.followers }()
-		default:
-			w.Header().Set("Retry-After", "1")
-			writeJSONError(w, errResumeBusy)
-			return
-		}
+	release, ok := h.takeFollower(w)
+	if !ok {
+		return
 	}
+	defer release()
 	h.followResponse(w, r, key, after)
 }
 
