@@ -85,6 +85,10 @@ func (h *Handler) responsesOwner(r *http.Request) string {
 func responseKey(owner, id string) string { return "resp:" + owner + ":" + id }
 func itemKey(owner, id string) string     { return "item:" + owner + ":" + id }
 
+// deletedKey marks response id deleted, so that the events its resumable
+// stream left in the store of streams are not replayed after it.
+func deletedKey(owner, id string) string { return "deleted:" + owner + ":" + id }
+
 // serveResponses serves POST /v1/responses: the request translated into
 // a chat completion request, served by the chat pipeline of proto (the
 // same auth, limits, fit, guard, retries, metrics and traces), its
@@ -260,6 +264,9 @@ func (h *Handler) deleteResponse(w http.ResponseWriter, r *http.Request, id stri
 	rec, err := h.record(r.Context(), owner, id)
 	if err == nil {
 		err = h.stored.Delete(r.Context(), responseKey(owner, id))
+	}
+	if err == nil {
+		err = h.stored.Put(r.Context(), deletedKey(owner, id), nil)
 	}
 	if err != nil {
 		writeJSONError(w, responseError(err, id))
