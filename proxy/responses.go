@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"slices"
@@ -63,9 +64,39 @@ func (h *Handler) responsesRoutes(g *gin.RouterGroup, route string, chain []gin.
 	for _, slash := range []string{"", "/"} {
 		g.POST("/responses"+slash, serve...)
 	}
-	g.GET("/responses/:id", func(c *gin.Context) { h.getResponse(c.Writer, c.Request, c.Param("id")) })
-	g.DELETE("/responses/:id", func(c *gin.Context) { h.deleteResponse(c.Writer, c.Request, c.Param("id")) })
-	g.GET("/responses/:id/input_items", func(c *gin.Context) { h.inputItems(c.Writer, c.Request, c.Param("id")) })
+	byID := func(serve func(http.ResponseWriter, *http.Request, string)) gin.HandlerFunc {
+		return func(c *gin.Context) {
+			if err := checkResponseID("response_id", c.Param("id")); err != nil {
+				writeJSONError(c.Writer, err)
+				return
+			}
+			serve(c.Writer, c.Request, c.Param("id"))
+		}
+	}
+	g.GET("/responses/:id", byID(h.getResponse))
+	g.DELETE("/responses/:id", byID(h.deleteResponse))
+	g.GET("/responses/:id/input_items", byID(h.inputItems))
+}
+
+// maxResponseIDLen bounds a response id a client names: the gateway's
+// own are 37 bytes (responses.NewID).
+const maxResponseIDLen = 100
+
+// checkResponseID refuses, as a 400 naming param, an id the gateway
+// cannot have made: empty, over maxResponseIDLen, or with a byte other
+// than a letter, digit, _ or -. It runs before the id is part of a key
+// of a store.
+func checkResponseID(param, id string) *chat.Error {
+	ok := id != "" && len(id) <= maxResponseIDLen
+	for i := 0; ok && i < len(id); i++ {
+		c := id[i]
+		ok = c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-'
+	}
+	if ok {
+		return nil
+	}
+	return &chat.Error{Status: http.StatusBadRequest, Type: chat.TypeInvalidRequest, Param: param, Code: "invalid_response_id",
+		Message: fmt.Sprintf("%s must be a response id of this gateway (letters, digits, _ and -, at most %d), got %.*q", param, maxResponseIDLen, maxResponseIDLen, id)}
 }
 
 // responsesOwner is who may read what a request stores: its client key
@@ -151,6 +182,9 @@ func (h *Handler) serveResponses(w http.ResponseWriter, r *http.Request, proto s
 // request's own items start at own.
 func (h *Handler) resolveInput(ctx context.Context, owner string, req *responses.Request) (input []responses.Item, own int, err error) {
 	if id := req.PreviousResponseID; id != "" {
+		if err := checkResponseID("previous_response_id", id); err != nil {
+			return nil, 0, err
+		}
 		rec, err := h.record(ctx, owner, id)
 		if errors.Is(err, store.ErrNotFound) {
 			return nil, 0, responses.NotFound("previous_response_id", "Previous response", id)

@@ -29,3 +29,27 @@ func TestResponsesDeleteForgetsStream(t *testing.T) {
 		t.Errorf("resume of a deleted response: %d %s", status, b)
 	}
 }
+
+// A response id in a path or in previous_response_id is one the gateway
+// could have made (letters, digits, _ and -, at most 100) or a 400
+// naming it, before any store is asked.
+func TestResponsesIDValidated(t *testing.T) {
+	_, gw := rsGateway(t, proxytest.Simulated())
+	for _, id := range []string{strings.Repeat("a", 5000), "resp_a:b", "resp_%00", "resp_%C3%A9"} {
+		for _, p := range []string{"/v1/responses/" + id, "/v1/responses/" + id + "/input_items", "/v1/responses/" + id + "?stream=true"} {
+			for _, m := range []string{http.MethodGet, http.MethodDelete} {
+				if m == http.MethodDelete && p != "/v1/responses/"+id {
+					continue
+				}
+				status, _, b := rsRaw(t, gw, m, p, "sk-a", "")
+				if e := rsError(t, b); status != http.StatusBadRequest || e.Param != "response_id" || e.Code != "invalid_response_id" {
+					t.Errorf("%s %.60s: %d %s", m, p, status, b)
+				}
+			}
+		}
+		status, _, b := rsRaw(t, gw, http.MethodPost, "/v1/responses", "sk-a", `{"model":"`+sim.Model+`","input":"hi","previous_response_id":"`+id+`"}`)
+		if e := rsError(t, b); status != http.StatusBadRequest || e.Param != "previous_response_id" || e.Code != "invalid_response_id" {
+			t.Errorf("previous_response_id %.60s: %d %s", id, status, b)
+		}
+	}
+}
