@@ -245,12 +245,18 @@ func (h *Handler) record(ctx context.Context, owner, id string) (*record, error)
 // storeResponse keeps a response and its input, and indexes the items an
 // item_reference may name: its output, and the request's own input items
 // (input[own:]; the history a previous response brought was indexed
-// when it was stored). It runs before the response's last event is
+// when it was stored), unless it was deleted while it ran. It runs before the response's last event is
 // written, so a client that sends the next turn at once finds it. A
 // failure is logged: the answer stands, only a later reference to it
 // fails.
 func (h *Handler) storeResponse(ctx context.Context, owner string, resp *responses.Response, input []responses.Item, own int) {
 	ctx = context.WithoutCancel(ctx)
+	if err := h.notDeleted(ctx, owner, resp.ID); err != nil {
+		if !errors.Is(err, store.ErrNotFound) {
+			h.log.Warn("response not stored", "response_id", resp.ID, "error", err)
+		}
+		return // deleted while it ran: it stays deleted
+	}
 	for i := range input {
 		if input[i].ID == "" && input[i].Type != responses.TypeItemReference {
 			input[i].ID = responses.ItemID(input[i].Type)

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/phasegate/phasegate/protocol"
+	"github.com/phasegate/phasegate/proxy"
 	"github.com/phasegate/phasegate/proxy/proxytest"
 	"github.com/phasegate/phasegate/sim"
 )
@@ -51,5 +53,27 @@ func TestResponsesIDValidated(t *testing.T) {
 		if e := rsError(t, b); status != http.StatusBadRequest || e.Param != "previous_response_id" || e.Code != "invalid_response_id" {
 			t.Errorf("previous_response_id %.60s: %d %s", id, status, b)
 		}
+	}
+}
+
+// A response deleted while its stream runs stays deleted when the
+// stream ends: its end does not store it again.
+func TestResponsesDeleteWhileRunning(t *testing.T) {
+	release := make(chan struct{})
+	up, _ := rsGated(t, release)
+	gw := serveGateway(t, rsResumeConfig(up), proxy.Options{DefaultProtocol: proxy.ProtocolTwoStage,
+		TwoStage: protocol.NewTwoStage(protocol.TwoStageConfig{}, nil)})
+	body := `{"model":"` + sim.Model + `","input":"Weather in Paris?","stream":true}`
+	_, r, _ := rsStreamRaw(t, gw, "key-a", body, "X-Phasegate-Resumable: true\r\n")
+	id := rsEvents(t, rsReadEvents(t, r, 1))[0].Data["response"].(map[string]any)["id"].(string)
+	if status, _, b := rsRaw(t, gw, http.MethodDelete, "/v1/responses/"+id, "key-a", ""); status != http.StatusOK {
+		t.Fatalf("DELETE while running: %d %s", status, b)
+	}
+	close(release)
+	if b, _ := io.ReadAll(r); !strings.Contains(string(b), "response.completed") {
+		t.Fatalf("stream did not end: %s", b)
+	}
+	if status, _, b := rsRaw(t, gw, http.MethodGet, "/v1/responses/"+id, "key-a", ""); status != http.StatusNotFound {
+		t.Errorf("GET after the stream of a deleted response ended: %d %.200s", status, b)
 	}
 }
