@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"slices"
@@ -63,9 +64,39 @@ func (h *Handler) responsesRoutes(g *gin.RouterGroup, route string, chain []gin.
 	for _, slash := range []string{"", "/"} {
 		g.POST("/responses"+slash, serve...)
 	}
-	g.GET("/responses/:id", func(c *gin.Context) { h.getResponse(c.Writer, c.Request, c.Param("id")) })
-	g.DELETE("/responses/:id", func(c *gin.Context) { h.deleteResponse(c.Writer, c.Request, c.Param("id")) })
-	g.GET("/responses/:id/input_items", func(c *gin.Context) { h.inputItems(c.Writer, c.Request, c.Param("id")) })
+	byID := func(serve func(http.ResponseWriter, *http.Request, string)) gin.HandlerFunc {
+		return func(c *gin.Context) {
+			if err := checkResponseID("response_id", c.Param("id")); err != nil {
+				writeJSONError(c.Writer, err)
+				return
+			}
+			serve(c.Writer, c.Request, c.Param("id"))
+		}
+	}
+	g.GET("/responses/:id", byID(h.getResponse))
+	g.DELETE("/responses/:id", byID(h.deleteResponse))
+	g.GET("/responses/:id/input_items", byID(h.inputItems))
+}
+
+// maxResponseIDLen bounds a response id a client names: the gateway's
+// own are 37 bytes (responses.NewID).
+const maxResponseIDLen = 100
+
+// checkResponseID refuses, as a 400 naming param, an id the gateway
+// cannot have made: empty, over maxResponseIDLen, or with a byte other
+// than a letter, digit, _ or -. It runs before the id is part of a key
+// of a store.
+func checkResponseID(param, id string) *chat.Error {
+	ok := id != "" && len(id) <= maxResponseIDLen
+	for i := 0; ok && i < len(id); i++ {
+		c := id[i]
+		ok = c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-'
+	}
+	if ok {
+		return nil
+	}
+	return &chat.Error{Status: http.StatusBadRequest, Type: chat.TypeInvalidRequest, Param: param, Code: "invalid_response_id",
+		Message: fmt.Sprintf("%s must be a response id of this gateway (letters, digits, _ and -, at most %d), got %.*q", param, maxResponseIDLen, maxResponseIDLen, id)}
 }
 
 // responsesOwner is who may read what a request stores: its client key
@@ -84,6 +115,10 @@ func (h *Handler) responsesOwner(r *http.Request) string {
 
 func responseKey(owner, id string) string { return "resp:" + owner + ":" + id }
 func itemKey(owner, id string) string     { return "item:" + owner + ":" + id }
+
+// deletedKey marks response id deleted, so that the events its resumable
+// stream left in the store of streams are not replayed after it.
+func deletedKey(owner, id string) string { return "deleted:" + owner + ":" + id }
 
 // serveResponses serves POST /v1/responses: the request translated into
 // a chat completion request, served by the chat pipeline of proto (the
@@ -147,6 +182,9 @@ func (h *Handler) serveResponses(w http.ResponseWriter, r *http.Request, proto s
 // request's own items start at own.
 func (h *Handler) resolveInput(ctx context.Context, owner string, req *responses.Request) (input []responses.Item, own int, err error) {
 	if id := req.PreviousResponseID; id != "" {
+		if err := checkResponseID("previous_response_id", id); err != nil {
+			return nil, 0, err
+		}
 		rec, err := h.record(ctx, owner, id)
 		if errors.Is(err, store.ErrNotFound) {
 			return nil, 0, responses.NotFound("previous_response_id", "Previous response", id)
@@ -207,12 +245,18 @@ func (h *Handler) record(ctx context.Context, owner, id string) (*record, error)
 // storeResponse keeps a response and its input, and indexes the items an
 // item_reference may name: its output, and the request's own input items
 // (input[own:]; the history a previous response brought was indexed
-// when it was stored). It runs before the response's last event is
+// when it was stored), unless it was deleted while it ran. It runs before the response's last event is
 // written, so a client that sends the next turn at once finds it. A
 // failure is logged: the answer stands, only a later reference to it
 // fails.
 func (h *Handler) storeResponse(ctx context.Context, owner string, resp *responses.Response, input []responses.Item, own int) {
 	ctx = context.WithoutCancel(ctx)
+	if err := h.notDeleted(ctx, owner, resp.ID); err != nil {
+		if !errors.Is(err, store.ErrNotFound) {
+			h.log.Warn("response not stored", "response_id", resp.ID, "error", err)
+		}
+		return // deleted while it ran: it stays deleted
+	}
 	for i := range input {
 		if input[i].ID == "" && input[i].Type != responses.TypeItemReference {
 			input[i].ID = responses.ItemID(input[i].Type)
@@ -260,6 +304,9 @@ func (h *Handler) deleteResponse(w http.ResponseWriter, r *http.Request, id stri
 	rec, err := h.record(r.Context(), owner, id)
 	if err == nil {
 		err = h.stored.Delete(r.Context(), responseKey(owner, id))
+	}
+	if err == nil {
+		err = h.stored.Put(r.Context(), deletedKey(owner, id), nil)
 	}
 	if err != nil {
 		writeJSONError(w, responseError(err, id))

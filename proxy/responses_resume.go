@@ -121,6 +121,9 @@ func (h *Handler) streamResponse(w http.ResponseWriter, r *http.Request, id stri
 	owner := h.responsesOwner(r)
 	key := responsesStreamKey(owner, id)
 	info, err := h.streams.Info(r.Context(), key)
+	if err == nil {
+		err = h.notDeleted(r.Context(), owner, id)
+	}
 	switch {
 	case err == nil && info.Owner != owner, errors.Is(err, store.ErrNotFound):
 		writeJSONError(w, responseError(store.ErrNotFound, id))
@@ -137,6 +140,19 @@ func (h *Handler) streamResponse(w http.ResponseWriter, r *http.Request, id stri
 	}
 	defer release()
 	h.followResponse(w, r, key, after)
+}
+
+// notDeleted is nil unless response id was deleted (store.ErrNotFound)
+// or the store of responses fails.
+func (h *Handler) notDeleted(ctx context.Context, owner, id string) error {
+	_, err := h.stored.Get(ctx, deletedKey(owner, id))
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return nil
+	case err == nil:
+		return store.ErrNotFound
+	}
+	return err
 }
 
 // followResponse writes the log key after position after, and follows it.

@@ -1,0 +1,79 @@
+package proxy_test
+
+import (
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/phasegate/phasegate/protocol"
+	"github.com/phasegate/phasegate/proxy"
+	"github.com/phasegate/phasegate/proxy/proxytest"
+	"github.com/phasegate/phasegate/sim"
+)
+
+// A deleted response is gone from its resume too: the events its
+// resumable stream left are not replayed.
+func TestResponsesDeleteForgetsStream(t *testing.T) {
+	_, gw := rsGateway(t, proxytest.Simulated())
+	body := `{"model":"` + sim.Model + `","input":"hi","stream":true}`
+	resp, r, _ := rsStreamRaw(t, gw, "sk-a", body, "X-Phasegate-Resumable: true\r\n")
+	b, _ := io.ReadAll(r)
+	evs := rsEvents(t, []byte(rsNoComments(b)))
+	_, final := rsFinal(t, evs)
+	if resp.Header.Get("X-Phasegate-Resumable") != "true" {
+		t.Fatal("not resumable")
+	}
+	if status, _, b := rsRaw(t, gw, http.MethodDelete, "/v1/responses/"+final.ID, "sk-a", ""); status != http.StatusOK {
+		t.Fatalf("DELETE: %d %s", status, b)
+	}
+	if status, _, b := rsRaw(t, gw, http.MethodGet, "/v1/responses/"+final.ID+"?stream=true", "sk-a", ""); status != http.StatusNotFound || strings.Contains(string(b), "response.completed") {
+		t.Errorf("resume of a deleted response: %d %s", status, b)
+	}
+}
+
+// A response id in a path or in previous_response_id is one the gateway
+// could have made (letters, digits, _ and -, at most 100) or a 400
+// naming it, before any store is asked.
+func TestResponsesIDValidated(t *testing.T) {
+	_, gw := rsGateway(t, proxytest.Simulated())
+	for _, id := range []string{strings.Repeat("a", 5000), "resp_a:b", "resp_%00", "resp_%C3%A9"} {
+		for _, p := range []string{"/v1/responses/" + id, "/v1/responses/" + id + "/input_items", "/v1/responses/" + id + "?stream=true"} {
+			for _, m := range []string{http.MethodGet, http.MethodDelete} {
+				if m == http.MethodDelete && p != "/v1/responses/"+id {
+					continue
+				}
+				status, _, b := rsRaw(t, gw, m, p, "sk-a", "")
+				if e := rsError(t, b); status != http.StatusBadRequest || e.Param != "response_id" || e.Code != "invalid_response_id" {
+					t.Errorf("%s %.60s: %d %s", m, p, status, b)
+				}
+			}
+		}
+		status, _, b := rsRaw(t, gw, http.MethodPost, "/v1/responses", "sk-a", `{"model":"`+sim.Model+`","input":"hi","previous_response_id":"`+id+`"}`)
+		if e := rsError(t, b); status != http.StatusBadRequest || e.Param != "previous_response_id" || e.Code != "invalid_response_id" {
+			t.Errorf("previous_response_id %.60s: %d %s", id, status, b)
+		}
+	}
+}
+
+// A response deleted while its stream runs stays deleted when the
+// stream ends: its end does not store it again.
+func TestResponsesDeleteWhileRunning(t *testing.T) {
+	release := make(chan struct{})
+	up, _ := rsGated(t, release)
+	gw := serveGateway(t, rsResumeConfig(up), proxy.Options{DefaultProtocol: proxy.ProtocolTwoStage,
+		TwoStage: protocol.NewTwoStage(protocol.TwoStageConfig{}, nil)})
+	body := `{"model":"` + sim.Model + `","input":"Weather in Paris?","stream":true}`
+	_, r, _ := rsStreamRaw(t, gw, "key-a", body, "X-Phasegate-Resumable: true\r\n")
+	id := rsEvents(t, rsReadEvents(t, r, 1))[0].Data["response"].(map[string]any)["id"].(string)
+	if status, _, b := rsRaw(t, gw, http.MethodDelete, "/v1/responses/"+id, "key-a", ""); status != http.StatusOK {
+		t.Fatalf("DELETE while running: %d %s", status, b)
+	}
+	close(release)
+	if b, _ := io.ReadAll(r); !strings.Contains(string(b), "response.completed") {
+		t.Fatalf("stream did not end: %s", b)
+	}
+	if status, _, b := rsRaw(t, gw, http.MethodGet, "/v1/responses/"+id, "key-a", ""); status != http.StatusNotFound {
+		t.Errorf("GET after the stream of a deleted response ended: %d %.200s", status, b)
+	}
+}
