@@ -142,6 +142,11 @@ func (h *Handler) serveEvents(w http.ResponseWriter, r *http.Request, id string,
 		// One ending, as every stream: the in-band error, then [DONE].
 		_ = sw.data(e.Body())
 		_ = sw.data([]byte(chat.Done))
+	} else if err == nil && sw.endedInError {
+		// The log ended with its own error (resume_incomplete,
+		// resume_too_large, resume_memory_full): [DONE] after it, as
+		// after every in-band error.
+		_ = sw.data([]byte(chat.Done))
 	}
 	_ = sw.flush()
 }

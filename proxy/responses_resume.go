@@ -179,6 +179,7 @@ func (h *Handler) followResponse(w http.ResponseWriter, r *http.Request, key str
 // as a Responses error event, numbered next after the event before it.
 func (s *sseWriter) replay(ev store.Event) error {
 	if !s.named {
+		s.endedInError = bytes.HasPrefix(ev.Data, []byte(`{"error":`))
 		return s.event(ev.Data)
 	}
 	s.start(nil)

@@ -194,8 +194,8 @@ func TestResumeMaxBytes(t *testing.T) {
 				t.Errorf("the connected client got %d events ending %q; want all 43, to [DONE]", len(live), live[len(live)-1].data)
 			}
 			kept := readIDEvents(t, get(t, ctx, gw, "/v1/phasegate/requests/"+id+"/events", http.Header{"X-Phasegate-Event-Ids": {"true"}}).Body, 0)
-			if len(kept) < 5 || len(kept) > 15 || !strings.Contains(kept[len(kept)-1].data, `"code":"resume_too_large"`) {
-				t.Errorf("replay: %d events ending %q; want about ten, then the resume_too_large error", len(kept), kept[len(kept)-1].data)
+			if len(kept) < 6 || len(kept) > 16 || !strings.Contains(kept[len(kept)-2].data, `"code":"resume_too_large"`) || kept[len(kept)-1].data != "[DONE]" {
+				t.Errorf("replay: %d events ending %v; want about ten, then the resume_too_large error and [DONE]", len(kept), kept[max(len(kept)-2, 0):])
 			}
 		})
 	}

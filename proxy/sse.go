@@ -26,8 +26,11 @@ type sseWriter struct {
 	// event: line (see replay); seq is the sequence number of the next.
 	named bool
 	seq   int
-	buf   []byte // events not yet written
-	err   error
+	// endedInError tells that the last event replayed was an in-band
+	// error: a log that ends with its own error has no [DONE] after it.
+	endedInError bool
+	buf          []byte // events not yet written
+	err          error
 }
 
 func newSSEWriter(w http.ResponseWriter) *sseWriter {
