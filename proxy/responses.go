@@ -48,6 +48,10 @@ const (
 type record struct {
 	Response json.RawMessage  `json:"response"`
 	Input    []responses.Item `json:"input"`
+	// Items are the ids of the input items this response indexed for an
+	// item_reference (its own, not those it referenced or a previous
+	// response brought): a DELETE forgets them with its output.
+	Items []string `json:"items,omitempty"`
 }
 
 var errResponsesUnavailable = &chat.Error{Status: http.StatusServiceUnavailable, Type: chat.TypeServer, Code: "store_unavailable",
@@ -163,7 +167,8 @@ func (h *Handler) serveResponses(w http.ResponseWriter, r *http.Request, proto s
 		rw.resume = &responsesLog{h: h, owner: owner}
 	}
 	if req.Stored() {
-		rw.onEnd = func(resp *responses.Response) { h.storeResponse(ctx, owner, resp, input, own) }
+		refs := req.References()
+		rw.onEnd = func(resp *responses.Response) { h.storeResponse(ctx, owner, resp, input, own, refs) }
 		if resume {
 			rw.onStart = rw.onEnd // read in_progress while it runs
 		}
@@ -245,11 +250,12 @@ func (h *Handler) record(ctx context.Context, owner, id string) (*record, error)
 // storeResponse keeps a response and its input, and indexes the items an
 // item_reference may name: its output, and the request's own input items
 // (input[own:]; the history a previous response brought was indexed
-// when it was stored), unless it was deleted while it ran. It runs before the response's last event is
-// written, so a client that sends the next turn at once finds it. A
-// failure is logged: the answer stands, only a later reference to it
-// fails.
-func (h *Handler) storeResponse(ctx context.Context, owner string, resp *responses.Response, input []responses.Item, own int) {
+// when it was stored, the items named by refs when the response that
+// made them was), unless it was deleted while it ran.
+// It runs before the response's last event is written, so a client that
+// sends the next turn at once finds it. A failure is logged: the answer
+// stands, only a later reference to it fails.
+func (h *Handler) storeResponse(ctx context.Context, owner string, resp *responses.Response, input []responses.Item, own int, refs []string) {
 	ctx = context.WithoutCancel(ctx)
 	if err := h.notDeleted(ctx, owner, resp.ID); err != nil {
 		if !errors.Is(err, store.ErrNotFound) {
@@ -257,16 +263,22 @@ func (h *Handler) storeResponse(ctx context.Context, owner string, resp *respons
 		}
 		return // deleted while it ran: it stays deleted
 	}
+	rec := record{Response: resp.JSON(), Input: input}
+	index := resp.Output()
 	for i := range input {
 		if input[i].ID == "" && input[i].Type != responses.TypeItemReference {
 			input[i].ID = responses.ItemID(input[i].Type)
 		}
+		if i >= own && !slices.Contains(refs, input[i].ID) {
+			index = append(index, input[i])
+			rec.Items = append(rec.Items, input[i].ID)
+		}
 	}
-	b, err := json.Marshal(record{Response: resp.JSON(), Input: input})
+	b, err := json.Marshal(rec)
 	if err == nil {
 		err = h.stored.Put(ctx, responseKey(owner, resp.ID), b)
 	}
-	for _, it := range append(resp.Output(), input[own:]...) {
+	for _, it := range index {
 		if err != nil {
 			break
 		}
@@ -297,8 +309,8 @@ func (h *Handler) getResponse(w http.ResponseWriter, r *http.Request, id string)
 	_, _ = w.Write(rec.Response)
 }
 
-// deleteResponse serves DELETE /v1/responses/{id}: the response and its
-// output items are forgotten.
+// deleteResponse serves DELETE /v1/responses/{id}: the response, its
+// output items and the input items it indexed are forgotten.
 func (h *Handler) deleteResponse(w http.ResponseWriter, r *http.Request, id string) {
 	owner := h.responsesOwner(r)
 	rec, err := h.record(r.Context(), owner, id)
@@ -316,8 +328,12 @@ func (h *Handler) deleteResponse(w http.ResponseWriter, r *http.Request, id stri
 		Output []responses.Item `json:"output"`
 	}
 	_ = json.Unmarshal(rec.Response, &resp)
+	ids := rec.Items
 	for _, it := range resp.Output {
-		_ = h.stored.Delete(r.Context(), itemKey(owner, it.ID)) // gone already is as good
+		ids = append(ids, it.ID)
+	}
+	for _, id := range ids {
+		_ = h.stored.Delete(r.Context(), itemKey(owner, id)) // gone already is as good
 	}
 	w.Header().Set("Content-Type", "application/json")
 	_, _ = w.Write([]byte(`{"id":` + strconv.Quote(id) + `,"object":"response","deleted":true}`))

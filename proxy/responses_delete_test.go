@@ -3,6 +3,7 @@ package proxy_test
 import (
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 
@@ -75,5 +76,43 @@ func TestResponsesDeleteWhileRunning(t *testing.T) {
 	}
 	if status, _, b := rsRaw(t, gw, http.MethodGet, "/v1/responses/"+id, "key-a", ""); status != http.StatusNotFound {
 		t.Errorf("GET after the stream of a deleted response ended: %d %.200s", status, b)
+	}
+}
+
+// After a DELETE nothing of the response resolves: neither its output
+// items nor the input items it indexed are an item_reference's any more,
+// in memory and on Redis; the items of another response it referenced
+// still are.
+func TestResponsesDeleteForgetsItems(t *testing.T) {
+	_, usrv := proxytest.NewServer(t, proxytest.Simulated())
+	cfg := proxy.Config{Providers: []proxy.Provider{{Name: "deepseek", BaseURL: usrv.URL + "/v1"}}}
+	memory := serveGateway(t, cfg, proxy.Options{DefaultProtocol: proxy.ProtocolTwoStage, TwoStage: protocol.NewTwoStage(protocol.TwoStageConfig{}, nil)})
+	a, b, _ := replicas(t, cfg)
+	for _, gw := range []struct {
+		name         string
+		write, other *httptest.Server
+	}{{"memory", memory, memory}, {"redis", a, b}} {
+		t.Run(gw.name, func(t *testing.T) {
+			kept := rsCreate(t, gw.write, "/v1/responses", "", map[string]any{"model": sim.Model, "input": "Keep me."})
+			keptIn := rsItems(t, gw.write, kept.ID, "").Data[0]["id"].(string)
+			gone := rsCreate(t, gw.write, "/v1/responses", "", map[string]any{"model": sim.Model,
+				"input": []map[string]any{{"type": "item_reference", "id": keptIn}, {"role": "user", "content": "Forget me."}}})
+			items := rsItems(t, gw.write, gone.ID, "?order=asc").Data
+			if len(items) != 2 || items[0]["id"] != keptIn {
+				t.Fatalf("input items of %s: %v", gone.ID, items)
+			}
+			goneIn, goneOut := items[1]["id"].(string), gone.Output[len(gone.Output)-1].ID
+			if status, _, body := rsRaw(t, gw.other, http.MethodDelete, "/v1/responses/"+gone.ID, "", ""); status != http.StatusOK {
+				t.Fatalf("DELETE: %d %s", status, body)
+			}
+			for _, id := range []string{goneIn, goneOut} {
+				status, _, body := rsRaw(t, gw.write, http.MethodPost, "/v1/responses", "", `{"model":"`+sim.Model+`","input":[{"type":"item_reference","id":"`+id+`"}]}`)
+				if e := rsError(t, body); status != http.StatusBadRequest || e.Param != "input[0].id" || !strings.Contains(e.Message, id) {
+					t.Errorf("reference to %s of a deleted response: %d %s", id, status, body)
+				}
+			}
+			rsCreate(t, gw.other, "/v1/responses", "", map[string]any{"model": sim.Model,
+				"input": []map[string]any{{"type": "item_reference", "id": keptIn}}})
+		})
 	}
 }
