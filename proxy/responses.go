@@ -16,6 +16,8 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/phasegate/phasegate/chat"
+	"github.com/phasegate/phasegate/metrics"
+	"github.com/phasegate/phasegate/protocol"
 	"github.com/phasegate/phasegate/responses"
 	"github.com/phasegate/phasegate/store"
 )
@@ -52,6 +54,8 @@ type record struct {
 	// item_reference (its own, not those it referenced or a previous
 	// response brought): a DELETE forgets them with its output.
 	Items []string `json:"items,omitempty"`
+	// size is the bytes the store held: what the history costs.
+	size int64
 }
 
 var errResponsesUnavailable = &chat.Error{Status: http.StatusServiceUnavailable, Type: chat.TypeServer, Code: "store_unavailable",
@@ -145,17 +149,29 @@ func (h *Handler) serveResponses(w http.ResponseWriter, r *http.Request, proto s
 		return
 	}
 	owner := h.responsesOwner(r)
-	input, own, err := h.resolveInput(r.Context(), owner, req)
+	input, own, err := h.resolveInput(r.Context(), owner, req, int64(len(body)))
 	if err != nil {
 		writeJSONError(w, chat.AsError(err))
 		return
 	}
 	p := h.cfg.provider(req.Model)
 	chatBody, err := responses.ChatBody(req, input, responses.Target{DeepSeek: p.Name == thinkingProvider || p.Simulated})
+	if err == nil && int64(len(chatBody)) > h.cfg.MaxBodyBytes {
+		err = h.conversationTooLarge(req, int64(len(chatBody)))
+	}
 	if err != nil {
 		writeJSONError(w, chat.AsError(err))
 		return
 	}
+	// The request was charged for its own body: what the stored history
+	// and references add is charged too.
+	release, ok := h.chargeInflight(int64(len(chatBody) - len(body)))
+	if !ok {
+		w.Header().Set("Retry-After", "1")
+		writeJSONError(w, errBusy)
+		return
+	}
+	defer release()
 	ctx := r.Context()
 	rw := newResponsesWriter(ctx, w, responses.NewResponse(req))
 	if resume {
@@ -184,8 +200,9 @@ func (h *Handler) serveResponses(w http.ResponseWriter, r *http.Request, proto s
 
 // resolveInput is the request's input with the stored history of its
 // previous response before it and its item references resolved; the
-// request's own items start at own.
-func (h *Handler) resolveInput(ctx context.Context, owner string, req *responses.Request) (input []responses.Item, own int, err error) {
+// request's own items start at own. A history that cannot fit in one
+// body with the request's own (bodyBytes) is refused before it is read.
+func (h *Handler) resolveInput(ctx context.Context, owner string, req *responses.Request, bodyBytes int64) (input []responses.Item, own int, err error) {
 	if id := req.PreviousResponseID; id != "" {
 		if err := checkResponseID("previous_response_id", id); err != nil {
 			return nil, 0, err
@@ -196,6 +213,9 @@ func (h *Handler) resolveInput(ctx context.Context, owner string, req *responses
 		}
 		if err != nil {
 			return nil, 0, err
+		}
+		if rec.size+bodyBytes > h.cfg.MaxBodyBytes {
+			return nil, 0, h.conversationTooLarge(req, rec.size+bodyBytes)
 		}
 		var resp struct {
 			Status string           `json:"status"`
@@ -230,13 +250,42 @@ func (h *Handler) resolveInput(ctx context.Context, owner string, req *responses
 	return append(input, items...), own, nil
 }
 
+// conversationTooLarge is the 413 of a request that is small but whose
+// conversation, with the history its previous_response_id or its
+// item_reference items bring, is n bytes: more than one body may be.
+func (h *Handler) conversationTooLarge(req *responses.Request, n int64) *chat.Error {
+	param, what := "input", "the request with the items its item_reference items name"
+	if req.PreviousResponseID != "" {
+		param, what = "previous_response_id", "the conversation with the stored history of response '"+req.PreviousResponseID+"'"
+	}
+	return &chat.Error{Status: http.StatusRequestEntityTooLarge, Type: chat.TypeInvalidRequest, Param: param, Code: "conversation_too_large",
+		Message: fmt.Sprintf("%s comes to %s, more than one request body may be (MAX_BODY_BYTES, %s); start a new conversation or send fewer items",
+			what, protocol.FormatBytes(n), protocol.FormatBytes(h.cfg.MaxBodyBytes))}
+}
+
+// chargeInflight counts n bytes more of a request against the bound of
+// requests in flight (MAX_INFLIGHT_BYTES) as boundBody does; false, and
+// counted, when they do not fit. release gives them back.
+func (h *Handler) chargeInflight(n int64) (release func(), ok bool) {
+	n = max(n, 0) * InflightFactor
+	if !h.inflight.TryAcquire(n) {
+		h.metrics.Bounded(metrics.BoundInflightBytes)
+		return nil, false
+	}
+	h.metrics.InflightBytes(n)
+	return func() {
+		h.inflight.Release(n)
+		h.metrics.InflightBytes(-n)
+	}, true
+}
+
 // record reads the stored record of response id.
 func (h *Handler) record(ctx context.Context, owner, id string) (*record, error) {
 	b, err := h.stored.Get(ctx, responseKey(owner, id))
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, err
 	}
-	var rec record
+	rec := record{size: int64(len(b))}
 	if err == nil {
 		err = json.Unmarshal(b, &rec)
 	}
