@@ -200,8 +200,9 @@ func (h *Handler) serveResponses(w http.ResponseWriter, r *http.Request, proto s
 
 // resolveInput is the request's input with the stored history of its
 // previous response before it and its item references resolved; the
-// request's own items start at own. A history that cannot fit in one
-// body with the request's own (bodyBytes) is refused before it is read.
+// request's own items start at own. A history or referenced items that
+// cannot fit in one body with the request's own (bodyBytes) are refused
+// before they are assembled.
 func (h *Handler) resolveInput(ctx context.Context, owner string, req *responses.Request, bodyBytes int64) (input []responses.Item, own int, err error) {
 	if id := req.PreviousResponseID; id != "" {
 		if err := checkResponseID("previous_response_id", id); err != nil {
@@ -214,8 +215,8 @@ func (h *Handler) resolveInput(ctx context.Context, owner string, req *responses
 		if err != nil {
 			return nil, 0, err
 		}
-		if rec.size+bodyBytes > h.cfg.MaxBodyBytes {
-			return nil, 0, h.conversationTooLarge(req, rec.size+bodyBytes)
+		if bodyBytes += rec.size; bodyBytes > h.cfg.MaxBodyBytes {
+			return nil, 0, h.conversationTooLarge(req, bodyBytes)
 		}
 		var resp struct {
 			Status string           `json:"status"`
@@ -235,6 +236,9 @@ func (h *Handler) resolveInput(ctx context.Context, owner string, req *responses
 		b, err := h.stored.Get(ctx, itemKey(owner, id))
 		if errors.Is(err, store.ErrNotFound) {
 			continue // Resolve names it
+		}
+		if bodyBytes += int64(len(b)); bodyBytes > h.cfg.MaxBodyBytes {
+			return nil, 0, h.conversationTooLarge(req, bodyBytes)
 		}
 		var it responses.Item
 		if err != nil || json.Unmarshal(b, &it) != nil {

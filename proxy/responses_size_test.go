@@ -86,3 +86,23 @@ func TestResponsesHistoryChargedInflight(t *testing.T) {
 	}
 	streamed(next("go"))
 }
+
+// The items a small request's item_reference items name count as a
+// history does: past MAX_BODY_BYTES together they are a 413 naming
+// input, before they are assembled or sent.
+func TestResponsesReferencesTooLarge(t *testing.T) {
+	up, usrv := proxytest.NewServer(t, proxytest.Simulated())
+	cfg := proxy.Config{Providers: []proxy.Provider{{Name: "deepseek", BaseURL: usrv.URL + "/v1"}}, MaxBodyBytes: 64 << 10}
+	gw := serveGateway(t, cfg, proxy.Options{DefaultProtocol: proxy.ProtocolTwoStage, TwoStage: protocol.NewTwoStage(protocol.TwoStageConfig{}, nil)})
+	first := rsCreate(t, gw, "/v1/responses", "", map[string]any{"model": sim.Model, "input": strings.Repeat("x", 20<<10)})
+	item := rsItems(t, gw, first.ID, "").Data[0]["id"].(string)
+	calls := len(up.Received())
+	ref := `{"type":"item_reference","id":"` + item + `"}`
+	status, _, b := rsRaw(t, gw, http.MethodPost, "/v1/responses", "", `{"model":"`+sim.Model+`","input":[`+strings.Repeat(ref+",", 4)+ref+`]}`)
+	if e := rsError(t, b); status != http.StatusRequestEntityTooLarge || e.Param != "input" || e.Code != "conversation_too_large" || !strings.Contains(e.Message, "MAX_BODY_BYTES") {
+		t.Errorf("references over MAX_BODY_BYTES: %d %s", status, b)
+	}
+	if n := len(up.Received()); n != calls {
+		t.Errorf("%d calls reached the upstream", n-calls)
+	}
+}
