@@ -84,6 +84,22 @@ func (h *Handler) responsesRoutes(g *gin.RouterGroup, route string, chain []gin.
 	g.GET("/responses/:id", byID(h.getResponse))
 	g.DELETE("/responses/:id", byID(h.deleteResponse))
 	g.GET("/responses/:id/input_items", byID(h.inputItems))
+	g.POST("/responses/:id/cancel", byID(h.cancelResponse))
+}
+
+// cancelResponse serves POST /v1/responses/{id}/cancel, which OpenAI
+// serves for background responses only: the gateway serves no background
+// mode, so a response it holds is a 400 saying what stops one (any other
+// a 404), rather than a request passed to the upstream, which knows no
+// response of the gateway's.
+func (h *Handler) cancelResponse(w http.ResponseWriter, r *http.Request, id string) {
+	if _, err := h.record(r.Context(), h.responsesOwner(r), id); err != nil {
+		writeJSONError(w, responseError(err, id))
+		return
+	}
+	writeJSONError(w, &chat.Error{Status: http.StatusBadRequest, Type: chat.TypeInvalidRequest, Param: "response_id", Code: "unsupported_cancel",
+		Message: "response '" + id + "' cannot be cancelled: only background responses can be, and this gateway does not serve background mode. " +
+			"A stream that is not resumable stops when its client closes the connection; a resumable one runs to its end (DELETE /v1/responses/{id} then forgets it)"})
 }
 
 // maxResponseIDLen bounds a response id a client names: the gateway's

@@ -116,3 +116,41 @@ func TestResponsesDeleteForgetsItems(t *testing.T) {
 		})
 	}
 }
+
+// POST /v1/responses/{id}/cancel is OpenAI's for background responses,
+// which the gateway does not serve: for a response it holds, running or
+// not, a 400 that says so; another key's, or none, a 404; never a
+// request to the upstream.
+func TestResponsesCancelUnsupported(t *testing.T) {
+	release := make(chan struct{})
+	up, calls := rsGated(t, release)
+	gw := serveGateway(t, rsResumeConfig(up), proxy.Options{DefaultProtocol: proxy.ProtocolTwoStage,
+		TwoStage: protocol.NewTwoStage(protocol.TwoStageConfig{}, nil)})
+	body := `{"model":"` + sim.Model + `","input":"Weather in Paris?","stream":true}`
+	_, r, _ := rsStreamRaw(t, gw, "key-a", body, "X-Phasegate-Resumable: true\r\n")
+	id := rsEvents(t, rsReadEvents(t, r, 1))[0].Data["response"].(map[string]any)["id"].(string)
+	cancel := func(key string) (int, []byte) {
+		t.Helper()
+		status, _, b := rsRaw(t, gw, http.MethodPost, "/v1/responses/"+id+"/cancel", key, "")
+		return status, b
+	}
+	running := func(state string) {
+		t.Helper()
+		status, b := cancel("key-a")
+		if e := rsError(t, b); status != http.StatusBadRequest || e.Code != "unsupported_cancel" || !strings.Contains(e.Message, "background") {
+			t.Errorf("cancel of a %s response: %d %s", state, status, b)
+		}
+	}
+	running("running")
+	if status, b := cancel("key-b"); status != http.StatusNotFound {
+		t.Errorf("cancel of another key's response: %d %s", status, b)
+	}
+	close(release)
+	if b, _ := io.ReadAll(r); !strings.Contains(string(b), "response.completed") {
+		t.Fatalf("stream did not end: %s", b)
+	}
+	running("completed")
+	if n := len(calls.get()); n != 1 {
+		t.Errorf("upstream got %d requests, want the stream's 1", n)
+	}
+}
