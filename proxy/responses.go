@@ -16,6 +16,8 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/phasegate/phasegate/chat"
+	"github.com/phasegate/phasegate/metrics"
+	"github.com/phasegate/phasegate/protocol"
 	"github.com/phasegate/phasegate/responses"
 	"github.com/phasegate/phasegate/store"
 )
@@ -48,6 +50,12 @@ const (
 type record struct {
 	Response json.RawMessage  `json:"response"`
 	Input    []responses.Item `json:"input"`
+	// Items are the ids of the input items this response indexed for an
+	// item_reference (its own, not those it referenced or a previous
+	// response brought): a DELETE forgets them with its output.
+	Items []string `json:"items,omitempty"`
+	// size is the bytes the store held: what the history costs.
+	size int64
 }
 
 var errResponsesUnavailable = &chat.Error{Status: http.StatusServiceUnavailable, Type: chat.TypeServer, Code: "store_unavailable",
@@ -76,6 +84,22 @@ func (h *Handler) responsesRoutes(g *gin.RouterGroup, route string, chain []gin.
 	g.GET("/responses/:id", byID(h.getResponse))
 	g.DELETE("/responses/:id", byID(h.deleteResponse))
 	g.GET("/responses/:id/input_items", byID(h.inputItems))
+	g.POST("/responses/:id/cancel", byID(h.cancelResponse))
+}
+
+// cancelResponse serves POST /v1/responses/{id}/cancel, which OpenAI
+// serves for background responses only: the gateway serves no background
+// mode, so a response it holds is a 400 saying what stops one (any other
+// a 404), rather than a request passed to the upstream, which knows no
+// response of the gateway's.
+func (h *Handler) cancelResponse(w http.ResponseWriter, r *http.Request, id string) {
+	if _, err := h.record(r.Context(), h.responsesOwner(r), id); err != nil {
+		writeJSONError(w, responseError(err, id))
+		return
+	}
+	writeJSONError(w, &chat.Error{Status: http.StatusBadRequest, Type: chat.TypeInvalidRequest, Param: "response_id", Code: "unsupported_cancel",
+		Message: "response '" + id + "' cannot be cancelled: only background responses can be, and this gateway does not serve background mode. " +
+			"A stream that is not resumable stops when its client closes the connection; a resumable one runs to its end (DELETE /v1/responses/{id} then forgets it)"})
 }
 
 // maxResponseIDLen bounds a response id a client names: the gateway's
@@ -141,17 +165,29 @@ func (h *Handler) serveResponses(w http.ResponseWriter, r *http.Request, proto s
 		return
 	}
 	owner := h.responsesOwner(r)
-	input, own, err := h.resolveInput(r.Context(), owner, req)
+	input, own, err := h.resolveInput(r.Context(), owner, req, int64(len(body)))
 	if err != nil {
 		writeJSONError(w, chat.AsError(err))
 		return
 	}
 	p := h.cfg.provider(req.Model)
 	chatBody, err := responses.ChatBody(req, input, responses.Target{DeepSeek: p.Name == thinkingProvider || p.Simulated})
+	if err == nil && int64(len(chatBody)) > h.cfg.MaxBodyBytes {
+		err = h.conversationTooLarge(req, int64(len(chatBody)))
+	}
 	if err != nil {
 		writeJSONError(w, chat.AsError(err))
 		return
 	}
+	// The request was charged for its own body: what the stored history
+	// and references add is charged too.
+	release, ok := h.chargeInflight(int64(len(chatBody) - len(body)))
+	if !ok {
+		w.Header().Set("Retry-After", "1")
+		writeJSONError(w, errBusy)
+		return
+	}
+	defer release()
 	ctx := r.Context()
 	rw := newResponsesWriter(ctx, w, responses.NewResponse(req))
 	if resume {
@@ -163,7 +199,8 @@ func (h *Handler) serveResponses(w http.ResponseWriter, r *http.Request, proto s
 		rw.resume = &responsesLog{h: h, owner: owner}
 	}
 	if req.Stored() {
-		rw.onEnd = func(resp *responses.Response) { h.storeResponse(ctx, owner, resp, input, own) }
+		refs := req.References()
+		rw.onEnd = func(resp *responses.Response) { h.storeResponse(ctx, owner, resp, input, own, refs) }
 		if resume {
 			rw.onStart = rw.onEnd // read in_progress while it runs
 		}
@@ -179,8 +216,10 @@ func (h *Handler) serveResponses(w http.ResponseWriter, r *http.Request, proto s
 
 // resolveInput is the request's input with the stored history of its
 // previous response before it and its item references resolved; the
-// request's own items start at own.
-func (h *Handler) resolveInput(ctx context.Context, owner string, req *responses.Request) (input []responses.Item, own int, err error) {
+// request's own items start at own. A history or referenced items that
+// cannot fit in one body with the request's own (bodyBytes) are refused
+// before they are assembled.
+func (h *Handler) resolveInput(ctx context.Context, owner string, req *responses.Request, bodyBytes int64) (input []responses.Item, own int, err error) {
 	if id := req.PreviousResponseID; id != "" {
 		if err := checkResponseID("previous_response_id", id); err != nil {
 			return nil, 0, err
@@ -191,6 +230,9 @@ func (h *Handler) resolveInput(ctx context.Context, owner string, req *responses
 		}
 		if err != nil {
 			return nil, 0, err
+		}
+		if bodyBytes += rec.size; bodyBytes > h.cfg.MaxBodyBytes {
+			return nil, 0, h.conversationTooLarge(req, bodyBytes)
 		}
 		var resp struct {
 			Status string           `json:"status"`
@@ -211,6 +253,9 @@ func (h *Handler) resolveInput(ctx context.Context, owner string, req *responses
 		if errors.Is(err, store.ErrNotFound) {
 			continue // Resolve names it
 		}
+		if bodyBytes += int64(len(b)); bodyBytes > h.cfg.MaxBodyBytes {
+			return nil, 0, h.conversationTooLarge(req, bodyBytes)
+		}
 		var it responses.Item
 		if err != nil || json.Unmarshal(b, &it) != nil {
 			h.log.Warn("store of responses failed", "error", err)
@@ -225,13 +270,42 @@ func (h *Handler) resolveInput(ctx context.Context, owner string, req *responses
 	return append(input, items...), own, nil
 }
 
+// conversationTooLarge is the 413 of a request that is small but whose
+// conversation, with the history its previous_response_id or its
+// item_reference items bring, is n bytes: more than one body may be.
+func (h *Handler) conversationTooLarge(req *responses.Request, n int64) *chat.Error {
+	param, what := "input", "the request with the items its item_reference items name"
+	if req.PreviousResponseID != "" {
+		param, what = "previous_response_id", "the conversation with the stored history of response '"+req.PreviousResponseID+"'"
+	}
+	return &chat.Error{Status: http.StatusRequestEntityTooLarge, Type: chat.TypeInvalidRequest, Param: param, Code: "conversation_too_large",
+		Message: fmt.Sprintf("%s comes to %s, more than one request body may be (MAX_BODY_BYTES, %s); start a new conversation or send fewer items",
+			what, protocol.FormatBytes(n), protocol.FormatBytes(h.cfg.MaxBodyBytes))}
+}
+
+// chargeInflight counts n bytes more of a request against the bound of
+// requests in flight (MAX_INFLIGHT_BYTES) as boundBody does; false, and
+// counted, when they do not fit. release gives them back.
+func (h *Handler) chargeInflight(n int64) (release func(), ok bool) {
+	n = max(n, 0) * InflightFactor
+	if !h.inflight.TryAcquire(n) {
+		h.metrics.Bounded(metrics.BoundInflightBytes)
+		return nil, false
+	}
+	h.metrics.InflightBytes(n)
+	return func() {
+		h.inflight.Release(n)
+		h.metrics.InflightBytes(-n)
+	}, true
+}
+
 // record reads the stored record of response id.
 func (h *Handler) record(ctx context.Context, owner, id string) (*record, error) {
 	b, err := h.stored.Get(ctx, responseKey(owner, id))
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, err
 	}
-	var rec record
+	rec := record{size: int64(len(b))}
 	if err == nil {
 		err = json.Unmarshal(b, &rec)
 	}
@@ -245,11 +319,12 @@ func (h *Handler) record(ctx context.Context, owner, id string) (*record, error)
 // storeResponse keeps a response and its input, and indexes the items an
 // item_reference may name: its output, and the request's own input items
 // (input[own:]; the history a previous response brought was indexed
-// when it was stored), unless it was deleted while it ran. It runs before the response's last event is
-// written, so a client that sends the next turn at once finds it. A
-// failure is logged: the answer stands, only a later reference to it
-// fails.
-func (h *Handler) storeResponse(ctx context.Context, owner string, resp *responses.Response, input []responses.Item, own int) {
+// when it was stored, the items named by refs when the response that
+// made them was), unless it was deleted while it ran.
+// It runs before the response's last event is written, so a client that
+// sends the next turn at once finds it. A failure is logged: the answer
+// stands, only a later reference to it fails.
+func (h *Handler) storeResponse(ctx context.Context, owner string, resp *responses.Response, input []responses.Item, own int, refs []string) {
 	ctx = context.WithoutCancel(ctx)
 	if err := h.notDeleted(ctx, owner, resp.ID); err != nil {
 		if !errors.Is(err, store.ErrNotFound) {
@@ -257,16 +332,22 @@ func (h *Handler) storeResponse(ctx context.Context, owner string, resp *respons
 		}
 		return // deleted while it ran: it stays deleted
 	}
+	rec := record{Response: resp.JSON(), Input: input}
+	index := resp.Output()
 	for i := range input {
 		if input[i].ID == "" && input[i].Type != responses.TypeItemReference {
 			input[i].ID = responses.ItemID(input[i].Type)
 		}
+		if i >= own && !slices.Contains(refs, input[i].ID) {
+			index = append(index, input[i])
+			rec.Items = append(rec.Items, input[i].ID)
+		}
 	}
-	b, err := json.Marshal(record{Response: resp.JSON(), Input: input})
+	b, err := json.Marshal(rec)
 	if err == nil {
 		err = h.stored.Put(ctx, responseKey(owner, resp.ID), b)
 	}
-	for _, it := range append(resp.Output(), input[own:]...) {
+	for _, it := range index {
 		if err != nil {
 			break
 		}
@@ -297,8 +378,8 @@ func (h *Handler) getResponse(w http.ResponseWriter, r *http.Request, id string)
 	_, _ = w.Write(rec.Response)
 }
 
-// deleteResponse serves DELETE /v1/responses/{id}: the response and its
-// output items are forgotten.
+// deleteResponse serves DELETE /v1/responses/{id}: the response, its
+// output items and the input items it indexed are forgotten.
 func (h *Handler) deleteResponse(w http.ResponseWriter, r *http.Request, id string) {
 	owner := h.responsesOwner(r)
 	rec, err := h.record(r.Context(), owner, id)
@@ -316,8 +397,12 @@ func (h *Handler) deleteResponse(w http.ResponseWriter, r *http.Request, id stri
 		Output []responses.Item `json:"output"`
 	}
 	_ = json.Unmarshal(rec.Response, &resp)
+	ids := rec.Items
 	for _, it := range resp.Output {
-		_ = h.stored.Delete(r.Context(), itemKey(owner, it.ID)) // gone already is as good
+		ids = append(ids, it.ID)
+	}
+	for _, id := range ids {
+		_ = h.stored.Delete(r.Context(), itemKey(owner, id)) // gone already is as good
 	}
 	w.Header().Set("Content-Type", "application/json")
 	_, _ = w.Write([]byte(`{"id":` + strconv.Quote(id) + `,"object":"response","deleted":true}`))
