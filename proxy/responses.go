@@ -144,44 +144,59 @@ func itemKey(owner, id string) string     { return "item:" + owner + ":" + id }
 // stream left in the store of streams are not replayed after it.
 func deletedKey(owner, id string) string { return "deleted:" + owner + ":" + id }
 
+// responsesCall is one POST /v1/responses, translated: the request, its
+// input with the stored history and references resolved (the request's
+// own items from own), its owner, its body and the chat body it became.
+type responsesCall struct {
+	req            *responses.Request
+	input          []responses.Item
+	own            int
+	owner          string
+	resume         bool
+	body, chatBody []byte
+}
+
+// prepareResponses reads and translates a POST /v1/responses; an error
+// is the client's, answered as it is.
+func (h *Handler) prepareResponses(r *http.Request) (*responsesCall, error) {
+	c := &responsesCall{}
+	var err error
+	if c.body, err = io.ReadAll(r.Body); err != nil {
+		return nil, err
+	}
+	if c.req, err = responses.ParseRequest(c.body); err != nil {
+		return nil, err
+	}
+	if c.resume, err = h.resumable(r, c.req.Stream); err != nil {
+		return nil, err
+	}
+	c.owner = h.responsesOwner(r)
+	if c.input, c.own, err = h.resolveInput(r.Context(), c.owner, c.req, int64(len(c.body))); err != nil {
+		return nil, err
+	}
+	p := h.cfg.provider(c.req.Model)
+	if c.chatBody, err = responses.ChatBody(c.req, c.input, responses.Target{DeepSeek: p.Name == thinkingProvider || p.Simulated}); err != nil {
+		return nil, err
+	}
+	if int64(len(c.chatBody)) > h.cfg.MaxBodyBytes {
+		return nil, h.conversationTooLarge(c.req, int64(len(c.chatBody)))
+	}
+	return c, nil
+}
+
 // serveResponses serves POST /v1/responses: the request translated into
 // a chat completion request, served by the chat pipeline of proto (the
 // same auth, limits, fit, guard, retries, metrics and traces), its
 // answer translated back as it is written.
 func (h *Handler) serveResponses(w http.ResponseWriter, r *http.Request, proto string) {
-	body, err := io.ReadAll(r.Body)
-	if err != nil {
-		writeJSONError(w, chat.AsError(err))
-		return
-	}
-	req, err := responses.ParseRequest(body)
-	if err != nil {
-		writeJSONError(w, chat.AsError(err))
-		return
-	}
-	resume, err := h.resumable(r, req.Stream)
-	if err != nil {
-		writeJSONError(w, chat.AsError(err))
-		return
-	}
-	owner := h.responsesOwner(r)
-	input, own, err := h.resolveInput(r.Context(), owner, req, int64(len(body)))
-	if err != nil {
-		writeJSONError(w, chat.AsError(err))
-		return
-	}
-	p := h.cfg.provider(req.Model)
-	chatBody, err := responses.ChatBody(req, input, responses.Target{DeepSeek: p.Name == thinkingProvider || p.Simulated})
-	if err == nil && int64(len(chatBody)) > h.cfg.MaxBodyBytes {
-		err = h.conversationTooLarge(req, int64(len(chatBody)))
-	}
+	c, err := h.prepareResponses(r)
 	if err != nil {
 		writeJSONError(w, chat.AsError(err))
 		return
 	}
 	// The request was charged for its own body: what the stored history
 	// and references add is charged too.
-	release, ok := h.chargeInflight(int64(len(chatBody) - len(body)))
+	release, ok := h.chargeInflight(int64(len(c.chatBody) - len(c.body)))
 	if !ok {
 		w.Header().Set("Retry-After", "1")
 		writeJSONError(w, errBusy)
@@ -189,26 +204,26 @@ func (h *Handler) serveResponses(w http.ResponseWriter, r *http.Request, proto s
 	}
 	defer release()
 	ctx := r.Context()
-	rw := newResponsesWriter(ctx, w, responses.NewResponse(req))
-	if resume {
+	rw := newResponsesWriter(ctx, w, responses.NewResponse(c.req))
+	if c.resume {
 		// The stream outlives its client: translated, kept and stored to
 		// its end (see responsesLog).
 		var release func()
 		ctx, _, release = detach(ctx)
 		defer release()
-		rw.resume = &responsesLog{h: h, owner: owner}
+		rw.resume = &responsesLog{h: h, owner: c.owner}
 	}
-	if req.Stored() {
-		refs := req.References()
-		rw.onEnd = func(resp *responses.Response) { h.storeResponse(ctx, owner, resp, input, own, refs) }
-		if resume {
+	if c.req.Stored() {
+		refs := c.req.References()
+		rw.onEnd = func(resp *responses.Response) { h.storeResponse(ctx, c.owner, resp, c.input, c.own, refs) }
+		if c.resume {
 			rw.onStart = rw.onEnd // read in_progress while it runs
 		}
 	}
 	// The chat pipeline keeps no log of its own: the door keeps the
 	// stream's, of the events its client reads.
 	cr := r.Clone(ctx)
-	cr.Body, cr.ContentLength = io.NopCloser(bytes.NewReader(chatBody)), int64(len(chatBody))
+	cr.Body, cr.ContentLength = io.NopCloser(bytes.NewReader(c.chatBody)), int64(len(c.chatBody))
 	cr.Header.Set("X-Phasegate-Resumable", "false")
 	h.serveChat(rw, cr, proto)
 	rw.close()
