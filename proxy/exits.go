@@ -273,9 +273,13 @@ func isRedirect(status int) bool { return status >= 300 && status <= 399 }
 
 // passBack prepares a pass-through answer for the client: a redirect is
 // an error; any other keeps only the headers of passedBack and none of
-// its trailers (see noTrailers); an error body, and a short JSON success
-// (see redactShortBody), is read whole (up to max bytes) and redacted, so
-// that no secret straddles two of the proxy's writes.
+// its trailers (see noTrailers). An error body is read whole (up to max
+// bytes) and redacted, so that no secret straddles two of the proxy's
+// writes; so is a short JSON success (see redactShortBody). Any other
+// success body is redacted as it is relayed (redact.Reader, which holds
+// back a secret cut by a read until it is whole), so a stream's events
+// still leave when the upstream sends them; its length is not known
+// before the headers are written, so the answer goes chunked.
 func passBack(resp *http.Response, r *redact.Redactor, max int64) error {
 	if isRedirect(resp.StatusCode) {
 		resp.Body.Close()
@@ -285,12 +289,16 @@ func passBack(resp *http.Response, r *redact.Redactor, max int64) error {
 	resp.Trailer = nil
 	resp.Body = noTrailers{ReadCloser: resp.Body, resp: resp}
 	if resp.StatusCode < 300 {
+		if bodiless(resp) {
+			if resp.ContentLength >= 0 {
+				resp.Header.Set("Content-Length", strconv.FormatInt(resp.ContentLength, 10))
+			}
+			return nil
+		}
 		if strings.HasPrefix(resp.Header.Get("Content-Type"), "application/json") {
 			return redactShortBody(resp, r)
 		}
-		if resp.ContentLength >= 0 {
-			resp.Header.Set("Content-Length", strconv.FormatInt(resp.ContentLength, 10))
-		}
+		redactStream(resp, r, resp.Body)
 		return nil
 	}
 	defer resp.Body.Close()
@@ -304,6 +312,26 @@ func passBack(resp *http.Response, r *redact.Redactor, max int64) error {
 	return nil
 }
 
+// bodiless reports whether resp, a success, has no body to relay: the
+// answer to a HEAD, a 204 or a 304. Its Content-Length is the length of
+// the body a GET would have had.
+func bodiless(resp *http.Response) bool {
+	return resp.StatusCode == http.StatusNoContent || resp.StatusCode == http.StatusNotModified ||
+		resp.Request != nil && resp.Request.Method == http.MethodHead
+}
+
+// redactStream makes resp's body body, redacted as it is read, and closes
+// resp's own body when it is closed; without a Content-Length, the answer
+// goes chunked.
+func redactStream(resp *http.Response, r *redact.Redactor, body io.Reader) {
+	resp.Body = struct {
+		io.Reader
+		io.Closer
+	}{redact.NewReader(r, body), resp.Body}
+	resp.ContentLength = -1
+	resp.Header.Del("Content-Length")
+}
+
 // canonicalKeys returns names in the canonical form http.Header keys take.
 func canonicalKeys(names []string) []string {
 	out := make([]string, 0, len(names))
@@ -314,13 +342,14 @@ func canonicalKeys(names []string) []string {
 }
 
 // shortBody is the most of a 2xx JSON pass-through body read whole and
-// redacted: an error object some upstreams send with a 200 is far
-// shorter, an embedding is longer and is relayed as it comes.
+// redacted, and sent with its length: an error object some upstreams send
+// with a 200 is far shorter, an embedding is longer and is redacted as it
+// is relayed.
 const shortBody = 64 << 10
 
 // redactShortBody redacts the body of resp, a 2xx JSON answer, when it
-// is at most shortBody long; a longer one goes on unscanned, its first
-// bytes put back in front of the rest.
+// is at most shortBody long; a longer one is redacted as it is relayed
+// (redactStream), its first bytes put back in front of the rest.
 func redactShortBody(resp *http.Response, r *redact.Redactor) error {
 	b, err := io.ReadAll(io.LimitReader(resp.Body, shortBody+1))
 	if err != nil {
@@ -328,13 +357,7 @@ func redactShortBody(resp *http.Response, r *redact.Redactor) error {
 		return fmt.Errorf("read the upstream's answer: %w", err)
 	}
 	if len(b) > shortBody {
-		resp.Body = struct {
-			io.Reader
-			io.Closer
-		}{io.MultiReader(bytes.NewReader(b), resp.Body), resp.Body}
-		if resp.ContentLength >= 0 {
-			resp.Header.Set("Content-Length", strconv.FormatInt(resp.ContentLength, 10))
-		}
+		redactStream(resp, r, io.MultiReader(bytes.NewReader(b), resp.Body))
 		return nil
 	}
 	resp.Body.Close()

@@ -198,7 +198,7 @@ func (r *Redactor) matchAt(s string, i int) int {
 		}
 	}
 	for _, f := range r.byFirst[first] {
-		if end := matchForm(s, i, f); end >= 0 {
+		if end := matchForm(s, i, f, false); end >= 0 {
 			return end
 		}
 	}
@@ -206,16 +206,22 @@ func (r *Redactor) matchAt(s string, i int) int {
 }
 
 // matchForm returns the end of form f written at s[i:], each of its
-// characters as it is or JSON-escaped, -1 if f is not there.
-func matchForm(s string, i int, f string) int {
+// characters as it is or JSON-escaped, -1 if f is not there. When more
+// is set, s may go on: cut, returns when the answer depends on the bytes
+// past its end (s[i:] is the start of a spelling of f, or a backslash
+// run that ends f reaches the end of s and may be longer).
+func matchForm(s string, i int, f string, more bool) int {
 	for k := 0; k < len(f); {
 		if i >= len(s) {
-			return -1
+			return cutOr(more)
 		}
 		if s[i] == '\\' && f[k] == '\\' {
 			// A backslash, escaped any number of times.
 			for i < len(s) && s[i] == '\\' {
 				i++
+			}
+			if i == len(s) && more {
+				return cut
 			}
 			k++
 			continue
@@ -229,6 +235,9 @@ func matchForm(s string, i int, f string) int {
 		}
 		c, size := utf8.DecodeRuneInString(f[k:])
 		n := escape(s[i:], c)
+		if n == cut {
+			return cutOr(more)
+		}
 		if n == 0 {
 			return -1
 		}
@@ -237,20 +246,38 @@ func matchForm(s string, i int, f string) int {
 	return i
 }
 
+// cut is what matchForm and escape return when s ends inside what may
+// be a spelling.
+const cut = -2
+
+func cutOr(more bool) int {
+	if more {
+		return cut
+	}
+	return -1
+}
+
 // escape returns the length of a JSON escape of c at the start of s: one
 // or more backslashes (a text escaped more than once), then "u" and four
 // hex digits, or '"' or '/' for themselves; 0 if s does not start with
-// one.
+// one, cut if s ends inside what may be one.
 func escape(s string, c rune) int {
 	j := 0
 	for j < len(s) && s[j] == '\\' {
 		j++
 	}
-	if j == 0 || j == len(s) {
+	if j == 0 {
 		return 0
 	}
+	if j == len(s) {
+		return cut
+	}
 	switch {
-	case s[j] == 'u' && j+5 <= len(s):
+	case s[j] == 'u' && j+5 > len(s):
+		if hexPrefix(s[j+1:], c) {
+			return cut
+		}
+	case s[j] == 'u':
 		if v, ok := hex4(s[j+1 : j+5]); ok && v == c {
 			return j + 5
 		}
@@ -276,6 +303,18 @@ func unescape(s string) (c rune, ok bool) {
 		return rune(s[j]), true
 	}
 	return '\\', true // a backslash escaped, or a backslash before other text
+}
+
+// hexPrefix reports whether s, shorter than four bytes, starts the four
+// hex digits of c, in either case.
+func hexPrefix(s string, c rune) bool {
+	const digits = "0123456789abcdef"
+	for i := 0; i < len(s); i++ {
+		if lowerASCII(s[i]) != digits[c>>(12-4*i)&15] {
+			return false
+		}
+	}
+	return true
 }
 
 func hex4(s string) (rune, bool) {
