@@ -14,11 +14,24 @@ import http from 'node:http';
 /**
  * Starts the recorder in front of target (http://127.0.0.1:PORT).
  *
- * @returns {Promise<{root: string, exchanges: Exchange[], stop: () => Promise<void>}>}
+ * @returns {Promise<{root: string, exchanges: Exchange[], idle: (ms?: number) => Promise<void>, stop: () => Promise<void>}>}
  */
 export async function startRecorder(target) {
   const exchanges = [];
+  // Exchanges still under way, and who waits for there to be none: a
+  // client that leaves mid-answer (an SDK that throws on an error event)
+  // returns before the gateway's answer ended here.
+  let inflight = 0;
+  let waiters = [];
+  const done = () => {
+    inflight--;
+    if (inflight === 0) {
+      for (const w of waiters) w();
+      waiters = [];
+    }
+  };
   const server = http.createServer((req, res) => {
+    inflight++;
     const chunks = [];
     req.on('data', (c) => chunks.push(c));
     req.on('end', () => {
@@ -41,12 +54,17 @@ export async function startRecorder(target) {
             body: Buffer.concat(body).toString('utf8'),
           });
           res.end();
+          done();
         });
-        up.on('error', () => res.destroy());
+        up.on('error', () => {
+          res.destroy();
+          done();
+        });
       });
       out.on('error', (err) => {
         res.writeHead(502, { 'content-type': 'text/plain' });
         res.end(`recorder: ${err.message}`);
+        done();
       });
       out.end(request);
     });
@@ -59,6 +77,17 @@ export async function startRecorder(target) {
   return {
     root: `http://127.0.0.1:${port}`,
     exchanges,
+    /** Resolves once no exchange is under way, or after ms regardless. */
+    idle(ms = 10_000) {
+      if (inflight === 0) return Promise.resolve();
+      return new Promise((resolve) => {
+        const timer = setTimeout(resolve, ms);
+        waiters.push(() => {
+          clearTimeout(timer);
+          resolve();
+        });
+      });
+    },
     async stop() {
       server.closeAllConnections();
       await new Promise((resolve) => server.close(resolve));

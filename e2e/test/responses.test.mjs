@@ -65,6 +65,7 @@ function rtest(name, fn, options = {}) {
   test(name, options, async (t) => {
     const marks = [simRec.exchanges.length, proxiedRec.exchanges.length];
     await fn(t);
+    await Promise.all([simRec.idle(), proxiedRec.idle()]); // answers a client left are recorded once they end
     const seen = [...simRec.exchanges.slice(marks[0]), ...proxiedRec.exchanges.slice(marks[1])];
     const checked = seen.filter((x) => assertExchange(x)).length;
     assert.ok(checked > 0, 'no Responses API exchange to check');
