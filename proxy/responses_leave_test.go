@@ -20,16 +20,7 @@ func TestResponsesClientLeavesCancelsUpstream(t *testing.T) {
 			ctx, cancel := context.WithCancel(testContext(t))
 			defer cancel()
 			body := `{"model":"` + testModel + `","input":"hi","stream":true}`
-			req, err := http.NewRequestWithContext(ctx, http.MethodPost, gw.URL+path, strings.NewReader(body))
-			if err != nil {
-				t.Fatal(err)
-			}
-			req.Header.Set("Content-Type", "application/json")
-			resp, err := gw.Client().Do(req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer resp.Body.Close()
+			resp := post(t, ctx, gw, path, body, nil)
 			if resp.StatusCode != http.StatusOK {
 				t.Fatalf("status %d", resp.StatusCode)
 			}
