@@ -260,4 +260,17 @@ describe('the docs pages', () => {
       }
     }
   });
+
+  test('leave test names and go test commands to docs/development.md', () => {
+    const userPages = pages().filter((p) => p !== 'docs/development.md');
+    const found = [];
+    for (const page of userPages) {
+      read(page)
+        .split('\n')
+        .forEach((line, i) => {
+          if (/`go test [^`]+`|go test -|`(Test|Benchmark|Fuzz)[A-Z]\w*`|go run \.\/cmd\/phasegate-(bench|load)/.test(line) && !/bash \.ci\/run/.test(line)) found.push(`${page}:${i + 1}: ${line.trim().slice(0, 100)}`);
+        });
+    }
+    assert.deepEqual(found, []);
+  });
 });
