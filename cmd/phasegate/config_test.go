@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"flag"
+	"io"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -446,6 +447,7 @@ func TestHelpCommands(t *testing.T) {
 		{args: []string{"demo", "--help"}, wantIn: "Usage:\n  phasegate demo [flags]"},
 		{args: []string{"help", "demo"}, wantIn: "Usage:\n  phasegate demo [flags]"},
 		{args: []string{"--version"}, wantIn: "phasegate "},
+		{args: []string{"version"}, wantIn: "phasegate "},
 	}
 	for _, tt := range tests {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
@@ -464,7 +466,7 @@ func TestHelpCommands(t *testing.T) {
 }
 
 // TestVersion checks --version reports the version, commit and Go
-// version from the build information.
+// version from the build information, and `phasegate version` the same.
 func TestVersion(t *testing.T) {
 	var stdout strings.Builder
 	if _, err := parseOptions(serveCommand, []string{"--version"}, env(nil), &stdout); !errors.Is(err, flag.ErrHelp) {
@@ -478,6 +480,10 @@ func TestVersion(t *testing.T) {
 	want := regexp.MustCompile(`^phasegate \S+, commit \S+( \(modified\))?, built with ` + regexp.QuoteMeta(bi.GoVersion) + `$`)
 	if !want.MatchString(got) {
 		t.Errorf("--version = %q, want it to match %s", got, want)
+	}
+	var sub strings.Builder
+	if err := dispatch(t.Context(), []string{"version"}, env(nil), &sub, io.Discard); err != nil || sub.String() != stdout.String() {
+		t.Errorf("phasegate version = %q, %v; want %q as --version prints", sub.String(), err, stdout.String())
 	}
 }
 

@@ -68,6 +68,8 @@ func dispatch(ctx context.Context, args []string, getenv func(string) string, st
 	switch {
 	case len(args) > 0 && args[0] == "demo":
 		err = runDemo(ctx, args[1:], getenv, stdout, stderr)
+	case len(args) == 1 && args[0] == "version":
+		_, err = fmt.Fprintln(stdout, versionLine())
 	case len(args) > 0 && args[0] == "healthcheck":
 		err = runHealthcheck(ctx, args[1:], getenv, stdout)
 	case len(args) > 0 && args[0] == "help":
