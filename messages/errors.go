@@ -75,18 +75,35 @@ func appendError(dst []byte, typ string, e *chat.Error) []byte {
 	return append(appendString(dst, message(e)), "}}"...)
 }
 
+// errorStatus is ErrorStatus of e's status. An error read back from a
+// chunk has none: its type and code say what it was.
+func errorStatus(e *chat.Error) (int, string) {
+	if e.Status != 0 {
+		return ErrorStatus(e.Status)
+	}
+	switch {
+	case e.Type == chat.TypeTimeout:
+		return ErrorStatus(http.StatusGatewayTimeout)
+	case e.Code == "rate_limit_exceeded":
+		return ErrorStatus(http.StatusTooManyRequests)
+	case e.Type == chat.TypeInvalidRequest:
+		return ErrorStatus(http.StatusBadRequest)
+	}
+	return ErrorStatus(http.StatusInternalServerError)
+}
+
 // ErrorResponse returns the status and the body of the answer to a
 // request that failed with e before its first byte, in the Messages
 // API's shape: {"type":"error","error":{"type":…,"message":…}}.
 func ErrorResponse(e *chat.Error) (int, []byte) {
-	status, typ := ErrorStatus(e.Status)
+	status, typ := errorStatus(e)
 	return status, appendError(nil, typ, e)
 }
 
 // ErrorEvent appends the error event that ends a stream that failed
 // after its first byte.
 func ErrorEvent(dst []byte, e *chat.Error) []byte {
-	_, typ := ErrorStatus(e.Status)
+	_, typ := errorStatus(e)
 	dst = append(dst, "event: error\ndata: "...)
 	return append(appendError(dst, typ, e), "\n\n"...)
 }
