@@ -166,8 +166,8 @@ type block struct {
 
 // message is what a test compares of a message.
 type message struct {
-	ID, Model, StopReason, StopSequence string
-	Content                             []block
+	ID, Model, StopReason, StopSequence  string
+	Content                              []block
 	Input, Output, CacheRead, CacheWrite int64
 }
 

@@ -141,7 +141,7 @@ func TestTranslate(t *testing.T) {
 			cfg:  messages.Config{Images: true},
 			want: map[string]string{"messages": `[{"role":"user","content":[{"type":"text","text":"what?"},{"type":"image_url","image_url":{"url":"data:image/png;base64,iVBO"}},{"type":"image_url","image_url":{"url":"https://example.com/a.png"}}]}]`}},
 		{name: "tool result blocks", body: `{` + head + `"messages":[{"role":"user","content":"q"},{"role":"assistant","content":[{"type":"tool_use","id":"c1","name":"f","input":{}}]},{"role":"user","content":[{"type":"tool_result","tool_use_id":"c1","content":[{"type":"text","text":"a"},{"type":"image","source":{"type":"base64","media_type":"image/png","data":"x"}},{"type":"text","text":"b","cache_control":{"type":"ephemeral"}}]}]}]}`,
-			want: map[string]string{"messages": `[{"role":"user","content":"q"},{"role":"assistant","content":null,"tool_calls":[{"id":"c1","type":"function","function":{"name":"f","arguments":"{}"}}]},{"role":"tool","tool_call_id":"c1","content":"a\nb"}]`},
+			want:    map[string]string{"messages": `[{"role":"user","content":"q"},{"role":"assistant","content":null,"tool_calls":[{"id":"c1","type":"function","function":{"name":"f","arguments":"{}"}}]},{"role":"tool","tool_call_id":"c1","content":"a\nb"}]`},
 			dropped: []string{"cache_control", "tool_result.image"}},
 		{name: "dropped fields", body: `{` + head + user + `,"context_management":{"edits":[]},"output_config":{"effort":"high"},"container":"c","mcp_servers":[],"service_tier":"auto","metadata":{"user_id":"u","team":"t"},"wéird\nkey":1}`,
 			want:    map[string]string{"user": `"u"`},

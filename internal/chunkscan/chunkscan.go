@@ -40,7 +40,7 @@ type Fields struct {
 
 // Call is one tool-call fragment of the first choice's delta.
 type Call struct {
-	Index                int
+	Index               int
 	ID, Name, Arguments []byte
 }
 
