@@ -70,8 +70,14 @@ func event(dst []byte, typ string) []byte {
 func eventEnd(dst []byte) []byte { return append(dst, "}\n\n"...) }
 
 // Ping appends a ping event, which clients read as a sign of life while
-// the answer is awaited.
-func Ping(dst []byte) []byte { return eventEnd(event(dst, "ping")) }
+// the answer is awaited; it may come before the message opens. It
+// appends nothing once the stream ended.
+func (s *Stream) Ping(dst []byte) []byte {
+	if s.ended {
+		return dst
+	}
+	return eventEnd(event(dst, "ping"))
+}
 
 // start appends message_start; chatID is the first chunk's id.
 func (s *Stream) start(dst, chatID []byte) []byte {

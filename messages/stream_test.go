@@ -75,9 +75,9 @@ func TestStream(t *testing.T) {
 // A ping may come at any time, before the message too; clients skip it.
 func TestStreamPing(t *testing.T) {
 	s := messages.NewStream(messages.Reply{Model: "m"})
-	out := messages.Ping(nil)
+	out := s.Ping(nil)
 	out, _ = s.Chunk(out, []byte(`{"id":"c","choices":[{"delta":{"content":"a"}}]}`), nil)
-	out = messages.Ping(out)
+	out = s.Ping(out)
 	out = s.End(out)
 	if d := cmp.Diff([]string{"ping", "message_start", "content_block_start", "content_block_delta", "ping", "content_block_stop", "message_delta", "message_stop"},
 		eventNames(parseEvents(t, out))); d != "" {
