@@ -1,0 +1,109 @@
+package messages
+
+import (
+	"net/http"
+
+	"github.com/phasegate/phasegate/chat"
+)
+
+// Error types, as the Messages API spells them.
+const (
+	ErrInvalidRequest = "invalid_request_error"
+	ErrAuthentication = "authentication_error"
+	ErrBilling        = "billing_error"
+	ErrPermission     = "permission_error"
+	ErrNotFound       = "not_found_error"
+	ErrTooLarge       = "request_too_large"
+	ErrRateLimit      = "rate_limit_error"
+	ErrAPI            = "api_error"
+	ErrTimeout        = "timeout_error"
+	ErrOverloaded     = "overloaded_error"
+)
+
+// StatusOverloaded is the status Anthropic answers when it is
+// overloaded, where others answer 503.
+const StatusOverloaded = 529
+
+// ErrorStatus returns the status and the error type the Messages API
+// answers for an error the gateway answers with status: 503 becomes
+// Anthropic's 529 overloaded_error; any other status stays, typed by
+// its class where Anthropic has no type of its own for it.
+func ErrorStatus(status int) (int, string) {
+	switch status {
+	case http.StatusBadRequest:
+		return status, ErrInvalidRequest
+	case http.StatusUnauthorized:
+		return status, ErrAuthentication
+	case http.StatusPaymentRequired:
+		return status, ErrBilling
+	case http.StatusForbidden:
+		return status, ErrPermission
+	case http.StatusNotFound:
+		return status, ErrNotFound
+	case http.StatusRequestEntityTooLarge:
+		return status, ErrTooLarge
+	case http.StatusTooManyRequests:
+		return status, ErrRateLimit
+	case http.StatusGatewayTimeout:
+		return status, ErrTimeout
+	case http.StatusServiceUnavailable, StatusOverloaded:
+		return StatusOverloaded, ErrOverloaded
+	}
+	if status >= 400 && status < 500 {
+		return status, ErrInvalidRequest
+	}
+	if status < 500 || status > 599 {
+		status = http.StatusInternalServerError
+	}
+	return status, ErrAPI
+}
+
+// message is what the client reads of e. A prompt the model's window
+// cannot hold is said as Anthropic says it ("prompt is too long"), the
+// words by which clients such as Claude Code know to compact their
+// history.
+func message(e *chat.Error) string {
+	if e.Code == "context_length_exceeded" {
+		return "prompt is too long: " + e.Message
+	}
+	return e.Message
+}
+
+// appendError appends the error object {"type":"error","error":{...}}.
+func appendError(dst []byte, typ string, e *chat.Error) []byte {
+	dst = append(append(append(dst, `{"type":"error","error":{"type":"`...), typ...), `","message":`...)
+	return append(appendString(dst, message(e)), "}}"...)
+}
+
+// errorStatus is ErrorStatus of e's status. An error read back from a
+// chunk has none: its type and code say what it was.
+func errorStatus(e *chat.Error) (int, string) {
+	if e.Status != 0 {
+		return ErrorStatus(e.Status)
+	}
+	switch {
+	case e.Type == chat.TypeTimeout:
+		return ErrorStatus(http.StatusGatewayTimeout)
+	case e.Code == "rate_limit_exceeded":
+		return ErrorStatus(http.StatusTooManyRequests)
+	case e.Type == chat.TypeInvalidRequest:
+		return ErrorStatus(http.StatusBadRequest)
+	}
+	return ErrorStatus(http.StatusInternalServerError)
+}
+
+// ErrorResponse returns the status and the body of the answer to a
+// request that failed with e before its first byte, in the Messages
+// API's shape: {"type":"error","error":{"type":…,"message":…}}.
+func ErrorResponse(e *chat.Error) (int, []byte) {
+	status, typ := errorStatus(e)
+	return status, appendError(nil, typ, e)
+}
+
+// ErrorEvent appends the error event that ends a stream that failed
+// after its first byte.
+func ErrorEvent(dst []byte, e *chat.Error) []byte {
+	_, typ := errorStatus(e)
+	dst = append(dst, "event: error\ndata: "...)
+	return append(appendError(dst, typ, e), "\n\n"...)
+}
