@@ -83,10 +83,10 @@ func cxTurn(t *testing.T, gw *httptest.Server, path string, req map[string]any) 
 }
 
 // cxAgent plays Codex on the fixture's conversation: it sends its whole
-// history each turn (store: false), the items it got back included (a
-// reasoning item without its content, as Codex sends one back), runs
-// every call it gets, and stops when a response calls nothing or after
-// maxTurns. It returns the calls it ran (namespace/name and arguments),
+// history each turn (store: false), the items it got back included as it
+// got them (Codex 0.169.0 sends a reasoning item back with its content
+// and encrypted_content), runs every call it gets, and stops when a
+// response calls nothing or after maxTurns. It returns the calls it ran (namespace/name and arguments),
 // the answer, and the first response's header.
 func cxAgent(t *testing.T, gw *httptest.Server, path string, maxTurns int) (ran []string, answer string, header http.Header) {
 	t.Helper()
@@ -104,8 +104,6 @@ func cxAgent(t *testing.T, gw *httptest.Server, path string, maxTurns int) (ran 
 		called := false
 		for _, it := range items {
 			switch it["type"] {
-			case "reasoning":
-				it["content"] = nil
 			case "message":
 				answer = it["content"].([]any)[0].(map[string]any)["text"].(string)
 			case "function_call":
@@ -214,8 +212,8 @@ func TestResponsesHostedToolsRefused(t *testing.T) {
 
 // The reasoning DeepSeek's thinking mode wants back reaches it from a
 // client that keeps no state (store: false, include:
-// reasoning.encrypted_content, its reasoning items sent back without
-// their text) through two gateways that share REASONING_KEY and nothing
+// reasoning.encrypted_content, its reasoning items sent back with
+// encrypted_content alone, as the Responses API allows) through two gateways that share REASONING_KEY and nothing
 // else, each reading what the other sealed, twice; a gateway with
 // another key refuses the items with a 400 before any upstream call.
 func TestResponsesEncryptedReasoningAcrossGateways(t *testing.T) {

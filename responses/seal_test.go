@@ -49,10 +49,11 @@ func sealedItem(t *testing.T, s *responses.Sealer, reasoning string) responses.I
 }
 
 // sendBack translates a next turn that sends item back before an
-// assistant message, as a stateless client does.
-func sendBack(t *testing.T, s *responses.Sealer, item responses.Item) (map[string]any, error) {
+// assistant message, as a stateless client does, with content in place
+// of the reasoning text it was given.
+func sendBack(t *testing.T, s *responses.Sealer, item responses.Item, content string) (map[string]any, error) {
 	t.Helper()
-	item.Content = json.RawMessage(`null`) // Codex sends no content back
+	item.Content = json.RawMessage(content)
 	ib, _ := json.Marshal(item)
 	body := `{"model":"m","store":false,"include":["reasoning.encrypted_content"],"input":[{"role":"user","content":"hi"},` + string(ib) +
 		`,{"type":"message","role":"assistant","content":[{"type":"output_text","text":"ok"}]},{"role":"user","content":"and?"}]}`
@@ -61,19 +62,22 @@ func sendBack(t *testing.T, s *responses.Sealer, item responses.Item) (map[strin
 
 // The reasoning sealed into an item comes back, byte for byte, as the
 // reasoning_content of the assistant message the item precedes, on any
-// gateway that holds the key.
+// gateway that holds the key, whatever content the item carries beside
+// it.
 func TestSealRoundTrip(t *testing.T) {
 	key := responses.NewKey()
 	const reasoning = "think \"twice\"\n\u00e9t\u00e9 <tag> \\ done"
 	item := sealedItem(t, newSealer(t, key), reasoning)
-	got, err := sendBack(t, newSealer(t, bytes.Clone(key)), item)
-	if err != nil {
-		t.Fatal(err)
-	}
-	msgs := got["messages"].([]any)
-	a := msgs[1].(map[string]any)
-	if a["role"] != "assistant" || a["reasoning_content"] != reasoning || a["content"] != "ok" {
-		t.Errorf("assistant message = %v, want reasoning_content %q", a, reasoning)
+	for _, content := range []string{`null`, `[{"type":"reasoning_text","text":"something else"}]`} {
+		got, err := sendBack(t, newSealer(t, bytes.Clone(key)), item, content)
+		if err != nil {
+			t.Fatal(err)
+		}
+		msgs := got["messages"].([]any)
+		a := msgs[1].(map[string]any)
+		if a["role"] != "assistant" || a["reasoning_content"] != reasoning || a["content"] != "ok" {
+			t.Errorf("content %s: assistant message = %v, want reasoning_content %q", content, a, reasoning)
+		}
 	}
 	again := sealedItem(t, newSealer(t, key), reasoning)
 	if *again.EncryptedContent == *item.EncryptedContent {
@@ -100,7 +104,7 @@ func TestSealRefusesForeign(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			it := item
 			it.EncryptedContent = &v
-			_, err := sendBack(t, s, it)
+			_, err := sendBack(t, s, it, `null`)
 			var e *chat.Error
 			if !errors.As(err, &e) || e.Status != http.StatusBadRequest || e.Code != "invalid_encrypted_content" || e.Param != "input[1].encrypted_content" {
 				t.Fatalf("err = %v, want a 400 invalid_encrypted_content on input[1].encrypted_content", err)
