@@ -38,6 +38,7 @@ type Metrics struct {
 	rulesNotices    prometheus.Counter
 	envelopes       *prometheus.CounterVec
 	observed        *prometheus.CounterVec
+	dropped         *prometheus.CounterVec
 	// models are the configured model names, the values of the model
 	// label besides OtherModel.
 	models []string
@@ -182,18 +183,23 @@ func New(reg prometheus.Registerer, providers []string, models ...string) *Metri
 		shared:        newSharedMetrics(),
 		bounded:       newBounded(),
 		inflightBytes: newInflightBytes(),
-		rulesNotices: prometheus.NewCounter(prometheus.CounterOpts{Name: "phasegate_rules_notices_total",
-			Help: "Upstream calls of the guard that stated its rules to the model up front (GUARD_RULES_NOTICE)."}),
+		dropped:       newDropped(),
+		rulesNotices:  newRulesNotices(),
 	}
 	m.register(reg)
 	m.zero(providers, models)
 	return m
 }
 
+func newRulesNotices() prometheus.Counter {
+	return prometheus.NewCounter(prometheus.CounterOpts{Name: "phasegate_rules_notices_total",
+		Help: "Upstream calls of the guard that stated its rules to the model up front (GUARD_RULES_NOTICE)."})
+}
+
 // register registers every collector on reg.
 func (m *Metrics) register(reg prometheus.Registerer) {
 	for _, c := range []prometheus.Collector{m.requests, m.requestDuration, m.inFlight, m.upstreamLatency, m.upstreamErrors,
-		m.toolCalls, m.budgets, m.fallbacks, m.cycles, m.tokens, m.truncations, m.repairs, m.transient, m.retries, m.modelFallbacks, m.leaked, m.firstToken, m.overhead, m.modelTokens, m.envelopes, m.observed, m.bounded, m.inflightBytes, m.rulesNotices} {
+		m.toolCalls, m.budgets, m.fallbacks, m.cycles, m.tokens, m.truncations, m.repairs, m.transient, m.retries, m.modelFallbacks, m.leaked, m.firstToken, m.overhead, m.modelTokens, m.envelopes, m.observed, m.bounded, m.inflightBytes, m.rulesNotices, m.dropped} {
 		reg.MustRegister(c)
 	}
 	for _, c := range m.shared.collectors() {
@@ -247,6 +253,7 @@ func (m *Metrics) zero(providers, models []string) {
 		m.cycles.WithLabelValues(p)
 	}
 	m.shared.zero()
+	m.zeroDropped()
 	for _, p := range EnvelopePhases {
 		for _, o := range EnvelopeOutcomes {
 			m.envelopes.WithLabelValues(p, o)

@@ -28,6 +28,7 @@ import (
 	"github.com/phasegate/phasegate/internal/redact"
 	"github.com/phasegate/phasegate/metrics"
 	"github.com/phasegate/phasegate/protocol"
+	"github.com/phasegate/phasegate/responses"
 	"github.com/phasegate/phasegate/store"
 	"github.com/phasegate/phasegate/tokens"
 )
@@ -146,7 +147,8 @@ type Handler struct {
 	allow    []passRule // the pass-through allowlist (PASSTHROUGH_ENDPOINTS)
 	limiter  Limiter
 	streams  EventLog
-	stored   ResponseStore // the stored responses of the Responses API
+	stored   ResponseStore     // the stored responses of the Responses API
+	sealer   *responses.Sealer // seals reasoning for the Responses API (Config.ReasoningKey)
 	running  running
 	// stopWatch ends the watch of other replicas' cancels; watched is
 	// closed when it has ended. Both nil when there is none.
@@ -188,7 +190,12 @@ func New(cfg Config, opts Options) (*Handler, error) {
 	if tr == nil {
 		tr = NewTransport(cfg.Timeouts)
 	}
+	sealer, err := newSealer(cfg.ReasoningKey, log)
+	if err != nil {
+		return nil, err
+	}
 	h := &Handler{
+		sealer:   sealer,
 		cfg:      cfg,
 		client:   &http.Client{Transport: tr, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }},
 		log:      log,

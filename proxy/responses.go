@@ -154,6 +154,8 @@ type responsesCall struct {
 	owner          string
 	resume         bool
 	body, chatBody []byte
+	// dropped is what of the request the upstream does not get.
+	dropped []responses.Drop
 }
 
 // prepareResponses reads and translates a POST /v1/responses; an error
@@ -174,10 +176,11 @@ func (h *Handler) prepareResponses(r *http.Request) (*responsesCall, error) {
 	if c.input, c.own, err = h.resolveInput(r.Context(), c.owner, c.req, int64(len(c.body))); err != nil {
 		return nil, err
 	}
-	p := h.cfg.provider(c.req.Model)
-	if c.chatBody, err = responses.ChatBody(c.req, c.input, responses.Target{DeepSeek: p.Name == thinkingProvider || p.Simulated}); err != nil {
+	t := h.responsesTarget(h.cfg.provider(c.req.Model))
+	if c.chatBody, err = responses.ChatBody(c.req, c.input, t); err != nil {
 		return nil, err
 	}
+	c.dropped = c.req.Dropped(t)
 	if int64(len(c.chatBody)) > h.cfg.MaxBodyBytes {
 		return nil, h.conversationTooLarge(c.req, int64(len(c.chatBody)))
 	}
@@ -203,8 +206,11 @@ func (h *Handler) serveResponses(w http.ResponseWriter, r *http.Request, proto s
 		return
 	}
 	defer release()
+	h.reportDropped(w, r, "responses", c.dropped)
 	ctx := r.Context()
-	rw := newResponsesWriter(ctx, w, responses.NewResponse(c.req))
+	resp := responses.NewResponse(c.req)
+	resp.SealWith(h.sealer)
+	rw := newResponsesWriter(ctx, w, resp)
 	if c.resume {
 		// The stream outlives its client: translated, kept and stored to
 		// its end (see responsesLog).

@@ -267,6 +267,8 @@ func (r *resolver) proxyConfig(separateAdmin bool) proxy.Config {
 		RateLimits:     r.rateLimits(),
 		Resume:         proxy.Resume{All: r.boolean(ResumableStreams), TTL: r.dur(ResumeTTL), MaxBytes: int64(r.num(ResumeMaxBytes)), MemoryBytes: int64(r.num(ResumeMemoryBytes))},
 		ResponsesTTL:   r.dur(ResponsesTTL),
+		HostedTools:    r.choice(HostedTools),
+		ReasoningKey:   proxy.Secret(strings.TrimSpace(r.v[ReasoningKey].Raw)),
 		TrustedProxies: list(r.v[TrustedProxies].Raw),
 		ForwardHeaders: list(r.v[ForwardHeaders].Raw),
 		GuardMode:      protocol.Mode(r.choice(GuardMode)),
@@ -371,7 +373,7 @@ func secretValues(pc proxy.Config, redisURL proxy.Secret) []string {
 	for _, k := range pc.ClientKeys {
 		s = append(s, k.Key.Reveal())
 	}
-	s = append(s, pc.AdminAPIKey.Reveal())
+	s = append(s, pc.AdminAPIKey.Reveal(), pc.ReasoningKey.Reveal())
 	if raw := redisURL.Reveal(); raw != "" {
 		s = append(s, raw)
 		if u, err := url.Parse(raw); err == nil && u.User != nil {

@@ -202,6 +202,8 @@ var fieldSettings = map[string]*Setting{
 	"Resume.MaxBytes":            ResumeMaxBytes,
 	"Resume.MemoryBytes":         ResumeMemoryBytes,
 	"ResponsesTTL":               ResponsesTTL,
+	"HostedTools":                HostedTools,
+	"ReasoningKey":               ReasoningKey,
 }
 
 // proxyErrors names the setting of each field the proxy found wrong, as
