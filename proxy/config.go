@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/phasegate/phasegate/pricing"
 	"github.com/phasegate/phasegate/protocol"
 	"github.com/phasegate/phasegate/responses"
 )
@@ -213,6 +214,10 @@ type Config struct {
 	// Handler.Admin, for a listener of their own (ADMIN_LISTEN_ADDR); the
 	// client routes then answer 404 for them.
 	SeparateAdmin bool
+	// Sessions are the budgets of agent sessions (proxy/session.go).
+	Sessions Sessions
+	// Prices price the models, before the built-in prices (pricing.New).
+	Prices []pricing.Rule
 }
 
 // RateLimits are budgets per minute, each 0 for none. A key's budget is
@@ -347,6 +352,9 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.ResponsesTTL == 0 {
 		c.ResponsesTTL = DefaultResponsesTTL
+	}
+	if c.Sessions.Rules.Global.IdleTTL == 0 {
+		c.Sessions.Rules.Global.IdleTTL = DefaultSessionIdleTTL
 	}
 	return c
 }

@@ -27,6 +27,7 @@ import (
 	"github.com/phasegate/phasegate/chat"
 	"github.com/phasegate/phasegate/internal/redact"
 	"github.com/phasegate/phasegate/metrics"
+	"github.com/phasegate/phasegate/pricing"
 	"github.com/phasegate/phasegate/protocol"
 	"github.com/phasegate/phasegate/responses"
 	"github.com/phasegate/phasegate/store"
@@ -122,6 +123,9 @@ type Options struct {
 	// Responses keeps the responses of the Responses API that ask to be
 	// stored; nil keeps them in this process (store.MemoryResponses).
 	Responses ResponseStore
+	// Sessions keeps the sessions of Config.Sessions; nil keeps them in
+	// this process (store.MemorySessions).
+	Sessions SessionStore
 	// Redactor removes secrets from everything that leaves the gateway:
 	// responses (exitWriter), in-band errors, comments, logs and /debug.
 	// Nil redacts the credentials of the Config (providers' keys, client
@@ -169,6 +173,9 @@ type Handler struct {
 	// inflight holds the memory of the request bodies in flight
 	// (Config.MaxInflightBytes).
 	inflight *semaphore.Weighted
+	// sessions and prices serve Config.Sessions (proxy/session.go).
+	sessions SessionStore
+	prices   *pricing.Table
 }
 
 // New builds a Handler from a validated config.
@@ -217,6 +224,8 @@ func New(cfg Config, opts Options) (*Handler, error) {
 		redactor: red,
 		forward:  canonicalKeys(cfg.ForwardHeaders),
 		inflight: semaphore.NewWeighted(cfg.MaxInflightBytes),
+		sessions: opts.Sessions,
+		prices:   pricing.New(cfg.Prices...),
 	}
 	h.ownDefaults(opts)
 	h.watchCancels()
@@ -248,6 +257,9 @@ func (h *Handler) ownDefaults(opts Options) {
 	}
 	if h.streams == nil {
 		h.streams = store.NewBoundedMemoryStreams(h.cfg.Resume.TTL, h.cfg.Resume.MemoryBytes)
+	}
+	if h.sessions == nil {
+		h.sessions = store.NewMemorySessions(store.DefaultSessionMemoryBytes, store.DefaultMaxSessions)
 	}
 	if f, ok := h.streams.(followerCap); ok && f.MaxFollowers() > 0 {
 		h.followers = make(chan struct{}, f.MaxFollowers())
@@ -424,12 +436,17 @@ func (h *Handler) serveChat(w http.ResponseWriter, r *http.Request, route string
 		done(c.fail(err), err)
 		return
 	}
+	if err := c.openSession(ctx); err != nil { // proxy/session.go
+		done(c.fail(err), err)
+		return
+	}
 	if err := c.admit(ctx, c.estimate()); err != nil {
 		done(c.fail(err), err)
 		return
 	}
 	o := c.serve(ctx)
 	c.settle(context.WithoutCancel(ctx))
+	c.closeSession()
 	h.metrics.Overhead(c.strategy.Name(), c.provider.Name, time.Since(c.start)-c.upstreamWait)
 	done(o, nil)
 }
@@ -481,6 +498,8 @@ type chatRequest struct {
 	bodyBytes int
 	// resumable reports that the stream opted in to be resumable.
 	resumable bool
+	// sess is the request's session; nil when it names none.
+	sess *sessionRun
 }
 
 // prepare reads and parses the request, routes it to its provider,
@@ -603,6 +622,7 @@ func (c *chatRequest) serve(ctx context.Context) metrics.Outcome {
 	h := c.h
 	out, ctx, release := c.sink(ctx)
 	defer release()
+	out = c.sess.tallied(out, c.chargeSession)
 	c.x.Meter = &requestMeter{m: h.metrics, provider: c.provider.Name, model: c.x.Request.Model, label: h.metrics.ModelLabel(c.x.Request.Model),
 		tokens: h.tokens, learn: !c.provider.Simulated, trace: c.trace}
 	if d := h.cfg.Timeouts.FirstByte; d > 0 {

@@ -228,7 +228,7 @@ func (h *Handler) serveResponses(w http.ResponseWriter, r *http.Request, proto s
 	}
 	// The chat pipeline keeps no log of its own: the door keeps the
 	// stream's, of the events its client reads.
-	cr := r.Clone(ctx)
+	cr := r.Clone(withDoorBody(ctx, c.body)) // its fields may name a session (proxy/session.go)
 	cr.Body, cr.ContentLength = io.NopCloser(bytes.NewReader(c.chatBody)), int64(len(c.chatBody))
 	cr.Header.Set("X-Phasegate-Resumable", "false")
 	h.serveChat(rw, cr, proto)

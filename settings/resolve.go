@@ -60,6 +60,8 @@ type Settings struct {
 	// RedisTimeout and RedisCooldown bound the calls to it (see
 	// store.RedisOptions).
 	RedisTimeout, RedisCooldown time.Duration
+	// SessionMemoryBytes bounds the sessions kept without Redis.
+	SessionMemoryBytes int64
 
 	// values are the settings' values and where each came from.
 	values map[*Setting]Value
@@ -194,6 +196,8 @@ func (r *resolver) resolve(fc fileConfig) (Settings, error) {
 	o.Proxy.Envelopes = fc.envelopes.rules
 	o.Proxy.GuardProfile, o.Proxy.GuardProfiles = o.Profile, fc.guard.profiles
 	o.Proxy.GuardModes, o.Proxy.GuardProjectModes = fc.guard.modes, fc.guard.projects
+	o.Proxy.Sessions, o.Proxy.Prices = r.sessions(fc.sessions), fc.prices
+	o.SessionMemoryBytes = int64(r.num(SessionMemoryBytes))
 	if len(fc.envelopes.phases) > 0 {
 		set, err := envelope.NewSet(fc.envelopes.phases)
 		if err != nil {

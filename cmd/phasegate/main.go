@@ -279,6 +279,7 @@ func newHandler(ctx context.Context, o options, log *slog.Logger, tp *sdktrace.T
 	if o.ThinkingRepair {
 		opts.Thinking = proxy.LocalReasoning(deepseek.NewReasoningMemory(o.ThinkingBytes, o.ThinkingTTL))
 	}
+	opts.Sessions = store.NewMemorySessions(o.SessionMemoryBytes, store.DefaultMaxSessions)
 	closeRedis, err := openShared(ctx, o, log, &opts)
 	if err != nil {
 		return nil, nil, err
@@ -349,6 +350,7 @@ func openShared(ctx context.Context, o options, log *slog.Logger, opts *proxy.Op
 		opts.Thinking = store.NewReasoning(r, o.ThinkingBytes, o.ThinkingTTL)
 	}
 	opts.Limiter = store.NewRedisLimiter(r)
+	opts.Sessions = store.NewRedisSessions(r)
 	opts.Streams = store.NewRedisStreams(r, o.Proxy.WithDefaults().Resume.TTL)
 	opts.Responses = store.NewRedisResponses(r, o.Proxy.WithDefaults().ResponsesTTL, proxy.DefaultResponsesMemoryBytes)
 	return func() { _ = r.Close() }, nil
