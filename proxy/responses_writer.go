@@ -136,7 +136,7 @@ func (rw *responsesWriter) event(ev []byte) {
 		rw.end()
 		return
 	}
-	out, err := rw.stream.Chunk(rw.out, data)
+	out, err := rw.stream.Chunk(rw.out, data, nil)
 	if err != nil {
 		out = rw.stream.Fail(out, chat.AsError(err))
 	}
