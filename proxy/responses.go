@@ -225,7 +225,7 @@ func (h *Handler) serveResponses(w http.ResponseWriter, r *http.Request, proto s
 	cr := r.Clone(ctx)
 	cr.Body, cr.ContentLength = io.NopCloser(bytes.NewReader(c.chatBody)), int64(len(c.chatBody))
 	cr.Header.Set("X-Phasegate-Resumable", "false")
-	h.serveChat(rw, cr, proto)
+	h.serveDoor(rw, cr, &chatDoor, proto)
 	rw.close()
 }
 

@@ -61,7 +61,7 @@ func (l *responsesLog) start(ctx context.Context, header http.Header, id string)
 	}
 	h.metrics.Resumable(metrics.ResumeStarted)
 	header.Set("X-Phasegate-Resumable", "true")
-	l.rec = startRecorder(h, key, l.log)
+	l.rec = startRecorder(h, key, l.log, func(dst []byte, _ int, e *chat.Error) []byte { return append(dst, e.Body()...) })
 	return true
 }
 
@@ -74,9 +74,9 @@ func (l *responsesLog) keep(out []byte) error {
 		if !ok {
 			continue
 		}
-		if _, kept := l.rec.add(bytes.Clone(data), false, l.h.cfg.Resume.MaxBytes); !kept && !l.full {
+		if _, kept := l.rec.add(bytes.Clone(data), -1, l.h.cfg.Resume.MaxBytes); !kept && !l.full {
 			l.full = true
-			l.rec.keep(errResumeTooLargeEvent.Body())
+			l.rec.keepEnding(errResumeTooLargeEvent)
 			l.h.metrics.Resumable(metrics.ResumeTooLarge)
 			l.log.Warn("resumable stream outgrew RESUME_MAX_BYTES; its later events are not kept", "max_bytes", l.h.cfg.Resume.MaxBytes)
 		}
@@ -179,7 +179,6 @@ func (h *Handler) followResponse(w http.ResponseWriter, r *http.Request, key str
 // as a Responses error event, numbered next after the event before it.
 func (s *sseWriter) replay(ev store.Event) error {
 	if !s.named {
-		s.endedInError = bytes.HasPrefix(ev.Data, []byte(`{"error":`))
 		return s.event(ev.Data)
 	}
 	s.start(nil)
