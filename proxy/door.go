@@ -57,10 +57,11 @@ type door struct {
 	// an upstream's error relayed as it came (openAIRefusal).
 	refusal func(f protocol.Failure) (a answer, ok bool)
 	// ending appends the door's in-band error e, and whatever its wire
-	// ends a stream with after it, as the event at position n of a
-	// resumable stream's log (the first is 1): the end of a log cut short,
-	// or of a resume that cannot follow the stream to its end. Nil ends as
-	// chat completions does (chatEnding).
+	// ends a stream with after it: the end of a resumable stream's log cut
+	// short, or of a resume that cannot follow the stream to its end. n
+	// numbers it among the events before it, as the position after the
+	// last of them (the first event is at 1), for a wire that numbers its
+	// events. Nil ends as chat completions does (chatEnding).
 	ending func(dst []byte, n int, e *chat.Error) []byte
 }
 
@@ -102,7 +103,7 @@ type eventWriter interface {
 }
 
 // doors are the gateway's front doors.
-var doors = []*door{&chatDoor}
+var doors = []*door{&chatDoor, &responsesDoor}
 
 // doorRoutes adds each door's routes to the group of a protocol route:
 // its paths served by serveDoor after chain, and its other routes.

@@ -224,7 +224,8 @@ func New(cfg Config, opts Options) (*Handler, error) {
 }
 
 // ownDefaults gives h what opts left unset: metrics on a private
-// registry, rate limits and resumable streams kept in this process.
+// registry, rate limits, stored responses and resumable streams kept in
+// this process.
 func (h *Handler) ownDefaults(opts Options) {
 	if h.metrics == nil {
 		reg := prometheus.NewRegistry()
@@ -237,6 +238,9 @@ func (h *Handler) ownDefaults(opts Options) {
 	}
 	if h.limiter == nil {
 		h.limiter = store.NewMemoryLimiter()
+	}
+	if h.stored == nil {
+		h.stored = store.NewMemoryResponses(h.cfg.ResponsesTTL, DefaultResponsesMemoryBytes)
 	}
 	if h.streams == nil {
 		h.streams = store.NewBoundedMemoryStreams(h.cfg.Resume.TTL, h.cfg.Resume.MemoryBytes)
@@ -325,7 +329,6 @@ func (h *Handler) chatRoutes(e *gin.Engine) {
 			g.GET("/models"+slash, models)
 		}
 		h.doorRoutes(g, r.route, r.chain)
-		h.responsesRoutes(g, r.route, r.chain)
 	}
 }
 

@@ -221,7 +221,7 @@ func (h *Handler) follow(ctx context.Context, sw *sseWriter, id string, after in
 				sw.buf = append(append(sw.buf, "id: "...), strconv.Itoa(ev.N)...)
 				sw.buf = append(sw.buf, '\n')
 			}
-			_ = sw.replay(ev) // gathered; the flush below tells of a client gone
+			_ = sw.event(ev.Data) // as the door wrote it; the flush below tells of a client gone
 			after = ev.N
 		}
 		return sw.flush() == nil

@@ -108,6 +108,32 @@ func (s *streamSink) fail(e *chat.Error) {
 	_ = s.ew.flush()
 }
 
+// writeRendered writes an answer passed on whole as writeWhole does, or,
+// when render is set and the answer is a 200, what render makes of its
+// body (a door's answer made of a chat.completion); a body render cannot
+// read is the gateway's 502.
+func writeRendered(w http.ResponseWriter, status int, h http.Header, body []byte, render func([]byte) ([]byte, error)) error {
+	if render == nil || status != http.StatusOK {
+		return writeWhole(w, status, h, body)
+	}
+	out, err := render(body)
+	copyHeader(w.Header(), h)
+	w.Header().Del("Content-Encoding")
+	w.Header().Del("Content-Length")
+	if err != nil {
+		writeJSONError(w, errBadCompletion)
+		return nil
+	}
+	w.WriteHeader(http.StatusOK)
+	_, err = w.Write(out)
+	return err
+}
+
+// errBadCompletion answers a 200 whose body is not a chat completion a
+// door can render.
+var errBadCompletion = &chat.Error{Status: http.StatusBadGateway, Type: chat.TypeUpstream, Code: "bad_upstream_response",
+	Message: "the upstream's answer could not be read as a chat completion"}
+
 // jsonSink assembles the chunks of a guarded stream into one
 // chat.completion for a client that did not ask to stream.
 type jsonSink struct {
@@ -115,6 +141,9 @@ type jsonSink struct {
 	pending http.Header
 	asm     chat.Assembler
 	wrote   bool
+	// render, when set, makes the door's answer of a chat.completion (see
+	// writeRendered); nil writes the completion.
+	render func([]byte) ([]byte, error)
 }
 
 func (s *jsonSink) header(h http.Header) { s.pending = h }
@@ -144,15 +173,13 @@ func (s *jsonSink) finish() error {
 	s.w.Header().Del("Content-Encoding")
 	s.w.Header().Set("Content-Type", "application/json")
 	s.wrote = true
-	s.w.WriteHeader(http.StatusOK)
-	_, err = s.w.Write(body)
-	return err
+	return writeRendered(s.w, http.StatusOK, nil, body, s.render)
 }
 
 func (s *jsonSink) fail(*chat.Error) {}
 func (s *jsonSink) whole(status int, h http.Header, body []byte) error {
 	s.wrote = true
-	return writeWhole(s.w, status, h, body)
+	return writeRendered(s.w, status, h, body, s.render)
 }
 
 // appendDataExt appends the event whose data is the chunk data with ext

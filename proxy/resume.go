@@ -299,6 +299,9 @@ type eventRecorder struct {
 	// short, is written as the door writes it.
 	ending func(dst []byte, n int, e *chat.Error) []byte
 	n      int
+	// kept is the position of the last event kept (the stream's
+	// goroutine's); stored that of the last the store took (run's).
+	kept, stored int
 	bytes  int64
 	ch     chan store.Event
 	done   chan struct{}
@@ -345,6 +348,7 @@ func (r *eventRecorder) add(data []byte, phase int, maxBytes int64) (int, bool) 
 		return r.n, false
 	}
 	r.bytes += int64(len(data))
+	r.kept = r.n
 	r.ch <- ev
 	return r.n, true
 }
@@ -353,7 +357,8 @@ func (r *eventRecorder) add(data []byte, phase int, maxBytes int64) (int, bool) 
 // with e, at the next position.
 func (r *eventRecorder) keepEnding(e *chat.Error) {
 	r.n++
-	r.ch <- store.Event{N: r.n, Data: r.ending(nil, r.n, e)}
+	r.ch <- store.Event{N: r.n, Data: r.ending(nil, r.kept+1, e)}
+	r.kept = r.n
 }
 
 // close queues the end and waits for every event to be stored (or
@@ -433,7 +438,7 @@ func (r *eventRecorder) end(ctx context.Context, pending []store.Event, broken b
 		lost = errResumeIncomplete
 	}
 	r.n++
-	r.appendRetrying(ctx, []store.Event{{N: r.n, Data: r.ending(nil, r.n, lost)}}, true, time.Now().Add(storeRetryFor))
+	r.appendRetrying(ctx, []store.Event{{N: r.n, Data: r.ending(nil, r.stored+1, lost)}}, true, time.Now().Add(storeRetryFor))
 }
 
 // fail stores the error of a stream that failed before its first event,
@@ -576,6 +581,9 @@ func (r *eventRecorder) collect(batch []store.Event) []store.Event {
 // append stores a batch.
 func (r *eventRecorder) append(ctx context.Context, batch []store.Event, end bool) error {
 	err := r.h.streams.Append(ctx, r.id, batch, end)
+	if err == nil && len(batch) > 0 {
+		r.stored = batch[len(batch)-1].N
+	}
 	if err != nil && !errors.Is(err, store.ErrFull) && !errors.Is(err, store.ErrNotFound) {
 		r.log.Debug("shared store failed to take events; they are sent again", "events", len(batch), "error", err)
 	}

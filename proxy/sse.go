@@ -22,10 +22,6 @@ type sseWriter struct {
 	rc       *http.ResponseController
 	started  bool
 	coalesce bool
-	// named writes replayed events as Responses events, each with its
-	// event: line (see replay); seq is the sequence number of the next.
-	named bool
-	seq   int
 	buf   []byte // events not yet written
 	err   error
 }
