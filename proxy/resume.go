@@ -302,10 +302,10 @@ type eventRecorder struct {
 	// kept is the position of the last event kept (the stream's
 	// goroutine's); stored that of the last the store took (run's).
 	kept, stored int
-	bytes  int64
-	ch     chan store.Event
-	done   chan struct{}
-	phase  int
+	bytes        int64
+	ch           chan store.Event
+	done         chan struct{}
+	phase        int
 	// full reports that an event was not kept: RESUME_MAX_BYTES.
 	full bool
 	// lost, when set, is why some events were not kept, other than a

@@ -22,8 +22,8 @@ type sseWriter struct {
 	rc       *http.ResponseController
 	started  bool
 	coalesce bool
-	buf   []byte // events not yet written
-	err   error
+	buf      []byte // events not yet written
+	err      error
 }
 
 func newSSEWriter(w http.ResponseWriter) *sseWriter {
