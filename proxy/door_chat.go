@@ -5,6 +5,7 @@ import (
 	"net/http"
 
 	"github.com/phasegate/phasegate/chat"
+	"github.com/phasegate/phasegate/metrics"
 )
 
 // chatDoor is chat completions, the pipeline's own wire: the request is
@@ -12,7 +13,7 @@ import (
 // extension, errors in OpenAI's shape. A resumable stream's log is kept
 // under the request's X-Request-Id.
 var chatDoor = door{
-	name:     "chat",
+	name:     metrics.DoorChat,
 	paths:    []string{"/chat/completions"},
 	read:     readChat,
 	identity: true,

@@ -4,6 +4,7 @@ import (
 	"net/http"
 
 	"github.com/phasegate/phasegate/chat"
+	"github.com/phasegate/phasegate/metrics"
 	"github.com/phasegate/phasegate/responses"
 )
 
@@ -15,7 +16,7 @@ import (
 // Errors are in OpenAI's shape. A resumable stream's log is kept under its
 // response id (GET /v1/responses/{id}?stream=true).
 var responsesDoor = door{
-	name:   "responses",
+	name:   metrics.DoorResponses,
 	paths:  []string{"/responses"},
 	routes: (*Handler).responsesRoutes,
 	read:   readResponses,

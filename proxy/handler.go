@@ -385,7 +385,7 @@ func (h *Handler) recover(c *gin.Context) {
 // sink, a fallback for the guard's own failures).
 func (h *Handler) serveDoor(w http.ResponseWriter, r *http.Request, d *door, route string) {
 	c := &chatRequest{h: h, w: w, r: r, door: d, start: time.Now(), id: r.Header.Get("X-Request-Id"), route: route}
-	c.log = h.log.With("request_id", c.id)
+	c.log = h.log.With("request_id", c.id, "door", d.name)
 	defer c.close()
 	// Until the request is parsed, it counts under the protocol its
 	// route would serve it with.
@@ -405,7 +405,7 @@ func (h *Handler) serveDoor(w http.ResponseWriter, r *http.Request, d *door, rou
 	// Counted once prepared, under the protocol that serves it: the
 	// request itself decides whether /v1 guards it.
 	perr := c.prepare()
-	started := h.metrics.RequestStarted(c.strategy.Name())
+	started := h.metrics.RequestStarted(c.door.name, c.strategy.Name())
 	done := func(o metrics.Outcome, err error) {
 		c.trace.end(o, err)
 		started(o)
@@ -425,7 +425,7 @@ func (h *Handler) serveDoor(w http.ResponseWriter, r *http.Request, d *door, rou
 	}
 	o := c.serve(ctx)
 	c.settle(context.WithoutCancel(ctx))
-	h.metrics.Overhead(c.strategy.Name(), c.provider.Name, time.Since(c.start)-c.upstreamWait)
+	h.metrics.Overhead(c.door.name, c.strategy.Name(), c.provider.Name, time.Since(c.start)-c.upstreamWait)
 	done(o, nil)
 }
 
@@ -613,7 +613,7 @@ func (c *chatRequest) serve(ctx context.Context) metrics.Outcome {
 	h := c.h
 	out, ctx, release := c.sink(ctx)
 	defer release()
-	c.x.Meter = &requestMeter{m: h.metrics, provider: c.provider.Name, model: c.x.Request.Model, label: h.metrics.ModelLabel(c.x.Request.Model),
+	c.x.Meter = &requestMeter{m: h.metrics, door: c.door.name, provider: c.provider.Name, model: c.x.Request.Model, label: h.metrics.ModelLabel(c.x.Request.Model),
 		tokens: h.tokens, learn: !c.provider.Simulated, trace: c.trace}
 	if d := h.cfg.Timeouts.FirstByte; d > 0 {
 		c.x.FirstByteBy = c.start.Add(d)
@@ -814,7 +814,7 @@ func (c *chatRequest) estimate() int {
 func (c *chatRequest) tokenWritten() {
 	if !c.firstToken {
 		c.firstToken = true
-		c.h.metrics.FirstToken(c.strategy.Name(), c.provider.Name, time.Since(c.start))
+		c.h.metrics.FirstToken(c.door.name, c.strategy.Name(), c.provider.Name, time.Since(c.start))
 	}
 }
 
