@@ -29,7 +29,7 @@ import (
 // the door (its name among metrics.Doors, its paths, read, and a
 // doorRequest whose sink writes the events through an eventWriter, and
 // refusal and ending when its errors are not OpenAI's) and adds it to
-// doors.
+// frontDoors. door_internal_test.go holds a small door written so.
 type door struct {
 	// name is the door label of metrics and the door attribute of spans,
 	// one of metrics.Doors.
@@ -102,17 +102,18 @@ type eventWriter interface {
 	flush() error
 }
 
-// doors are the gateway's front doors.
-var doors = []*door{&chatDoor, &responsesDoor}
+// frontDoors are the gateway's front doors.
+var frontDoors = []*door{&chatDoor, &responsesDoor}
 
 // doorRoutes adds each door's routes to the group of a protocol route:
 // its paths served by serveDoor after chain, and its other routes.
 func (h *Handler) doorRoutes(g *gin.RouterGroup, route string, chain []gin.HandlerFunc) {
-	for _, d := range doors {
+	for _, d := range h.doors {
 		serve := append(slices.Clone(chain), func(c *gin.Context) { h.serveDoor(c.Writer, c.Request, d, route) })
 		for _, p := range d.paths {
 			for _, slash := range []string{"", "/"} {
 				g.POST(p+slash, serve...)
+				h.doorOf[g.BasePath()+p+slash] = d
 			}
 		}
 		if d.routes != nil {
@@ -127,6 +128,17 @@ type answer struct {
 	status int
 	header http.Header
 	body   []byte
+}
+
+// refuseRoute answers e, an error of the middleware (auth, limits)
+// before a door read the request, in the shape of the door whose route c
+// matched; in OpenAI's on any other route.
+func (h *Handler) refuseRoute(c *gin.Context, e *chat.Error) {
+	if d := h.doorOf[c.FullPath()]; d != nil {
+		d.refuse(c.Writer, protocol.Failure{Error: e})
+		return
+	}
+	writeJSONError(c.Writer, e)
 }
 
 // answerTo is the door's answer to f before the first byte (see

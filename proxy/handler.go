@@ -125,6 +125,9 @@ type Options struct {
 	// Nil redacts the credentials of the Config (providers' keys, client
 	// keys, the admin key); cmd/phasegate adds the Redis password.
 	Redactor *redact.Redactor
+	// doors, when set, are the front doors in place of the gateway's
+	// (a test's door on the seam).
+	doors []*door
 }
 
 // Handler serves the gateway's routes. It is safe for concurrent use.
@@ -166,6 +169,11 @@ type Handler struct {
 	// inflight holds the memory of the request bodies in flight
 	// (Config.MaxInflightBytes).
 	inflight *semaphore.Weighted
+	// doors are the front doors (see door); doorOf maps each door's
+	// route, as gin names it, to the door: the middleware answers in its
+	// shape (see refuseRoute).
+	doors  []*door
+	doorOf map[string]*door
 }
 
 // New builds a Handler from a validated config.
@@ -209,6 +217,11 @@ func New(cfg Config, opts Options) (*Handler, error) {
 		redactor: red,
 		forward:  canonicalKeys(cfg.ForwardHeaders),
 		inflight: semaphore.NewWeighted(cfg.MaxInflightBytes),
+		doors:    opts.doors,
+		doorOf:   map[string]*door{},
+	}
+	if h.doors == nil {
+		h.doors = frontDoors
 	}
 	h.ownDefaults(opts)
 	h.watchCancels()
@@ -371,7 +384,7 @@ func (h *Handler) recover(c *gin.Context) {
 		// value of another type would be marshalled as it is.
 		h.log.Error("panic serving request", "request_id", c.GetHeader("X-Request-Id"), "panic", fmt.Sprint(v))
 		if !c.Writer.Written() {
-			writeJSONError(c.Writer, chat.AsError(errors.New("panic")))
+			h.refuseRoute(c, chat.AsError(errors.New("panic")))
 		}
 	}()
 	c.Next()
@@ -433,7 +446,7 @@ func (h *Handler) serveDoor(w http.ResponseWriter, r *http.Request, d *door, rou
 // this gateway they answer 501.
 func (h *Handler) twoStageOn(g *gin.Context) {
 	if h.twoStage == nil {
-		writeJSONError(g.Writer, &chat.Error{Status: http.StatusNotImplemented, Type: chat.TypeInvalidRequest, Code: "two_stage_disabled",
+		h.refuseRoute(g, &chat.Error{Status: http.StatusNotImplemented, Type: chat.TypeInvalidRequest, Code: "two_stage_disabled",
 			Message: "the two-stage protocol is not enabled on this gateway; use /v1/chat/completions or /standard/v1/chat/completions"})
 		g.Abort()
 		return
