@@ -35,7 +35,7 @@ var (
 	// level:metric:operations (prometheus.io/docs/practices/rules).
 	recordRE = regexp.MustCompile(`^job(_[a-z]+)*:phasegate_[a-z0-9_]+:[a-z0-9_]+$`)
 	// A label matcher on one of the gateway's bounded labels.
-	matcherRE = regexp.MustCompile(`\b(protocol|outcome|verdict|budget|kind|source)\s*(=~|!~|!=|=)\s*"([^"]*)"`)
+	matcherRE = regexp.MustCompile(`\b(door|protocol|outcome|verdict|budget|kind|source)\s*(=~|!~|!=|=)\s*"([^"]*)"`)
 	// A matcher value that is a plain alternation of label values.
 	alternationRE = regexp.MustCompile(`^[a-z0-9_-]+(\|[a-z0-9_-]+)*$`)
 	// A selector with matchers: one of our names and what is in its braces.
@@ -101,6 +101,7 @@ func labelValues() map[string][]string {
 		outcomes = append(outcomes, string(o))
 	}
 	return map[string][]string{
+		"door":     metrics.Doors,
 		"protocol": metrics.Protocols,
 		"outcome":  slices.Concat(outcomes, metrics.TransientOutcomes, metrics.LeakOutcomes, metrics.EnvelopeOutcomes, metrics.RateLimitOutcomes),
 		"verdict":  metrics.Verdicts,

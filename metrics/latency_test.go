@@ -40,26 +40,26 @@ phasegate_model_tokens_total{kind="prompt",model="other"} 7
 	}
 }
 
-// TestLatencyHistograms: both histograms exist for every protocol and
-// provider before any request, and observe in seconds; an overhead below
+// TestLatencyHistograms: both histograms exist for every door, protocol
+// and provider before any request, and observe in seconds; an overhead below
 // zero (clock steps) is recorded as 0.
 func TestLatencyHistograms(t *testing.T) {
 	m, reg := newMetrics(t)
-	m.FirstToken("two-stage", "deepseek", 30*time.Millisecond)
-	m.Overhead("two-stage", "deepseek", 400*time.Microsecond)
-	m.Overhead("standard", "openai", -time.Millisecond)
+	m.FirstToken("chat", "two-stage", "deepseek", 30*time.Millisecond)
+	m.Overhead("chat", "two-stage", "deepseek", 400*time.Microsecond)
+	m.Overhead("responses", "standard", "openai", -time.Millisecond)
 	got := samples(t, reg)
 	for _, tc := range []struct {
 		family, series string
 		want           float64
 	}{
-		{"phasegate_time_to_first_token_seconds", `phasegate_time_to_first_token_seconds_bucket{protocol="two-stage",provider="deepseek",le="0.025"}`, 0},
-		{"phasegate_time_to_first_token_seconds", `phasegate_time_to_first_token_seconds_bucket{protocol="two-stage",provider="deepseek",le="0.05"}`, 1},
-		{"phasegate_time_to_first_token_seconds", `phasegate_time_to_first_token_seconds_count{protocol="standard",provider="openai"}`, 0},
-		{"phasegate_gateway_overhead_seconds", `phasegate_gateway_overhead_seconds_bucket{protocol="two-stage",provider="deepseek",le="0.00025"}`, 0},
-		{"phasegate_gateway_overhead_seconds", `phasegate_gateway_overhead_seconds_bucket{protocol="two-stage",provider="deepseek",le="0.0005"}`, 1},
-		{"phasegate_gateway_overhead_seconds", `phasegate_gateway_overhead_seconds_sum{protocol="standard",provider="openai"}`, 0},
-		{"phasegate_gateway_overhead_seconds", `phasegate_gateway_overhead_seconds_count{protocol="standard",provider="openai"}`, 1},
+		{"phasegate_time_to_first_token_seconds", `phasegate_time_to_first_token_seconds_bucket{door="chat",protocol="two-stage",provider="deepseek",le="0.025"}`, 0},
+		{"phasegate_time_to_first_token_seconds", `phasegate_time_to_first_token_seconds_bucket{door="chat",protocol="two-stage",provider="deepseek",le="0.05"}`, 1},
+		{"phasegate_time_to_first_token_seconds", `phasegate_time_to_first_token_seconds_count{door="responses",protocol="standard",provider="openai"}`, 0},
+		{"phasegate_gateway_overhead_seconds", `phasegate_gateway_overhead_seconds_bucket{door="chat",protocol="two-stage",provider="deepseek",le="0.00025"}`, 0},
+		{"phasegate_gateway_overhead_seconds", `phasegate_gateway_overhead_seconds_bucket{door="chat",protocol="two-stage",provider="deepseek",le="0.0005"}`, 1},
+		{"phasegate_gateway_overhead_seconds", `phasegate_gateway_overhead_seconds_sum{door="responses",protocol="standard",provider="openai"}`, 0},
+		{"phasegate_gateway_overhead_seconds", `phasegate_gateway_overhead_seconds_count{door="responses",protocol="standard",provider="openai"}`, 1},
 	} {
 		v, ok := got[tc.family][tc.series]
 		if !ok || v != tc.want {

@@ -49,6 +49,8 @@ type Metrics struct {
 var (
 	// Protocols are the values of the protocol label.
 	Protocols = []string{"standard", "two-stage"}
+	// Doors are the values of the door label: the API a request came by.
+	Doors = []string{DoorChat, DoorResponses, DoorMessages}
 	// Outcomes are the values of the outcome label of requests.
 	Outcomes = []Outcome{OutcomeOK, OutcomeClientError, OutcomeUpstreamError, OutcomeGatewayError, OutcomeClientClosed}
 	// Verdicts are the values of the verdict label of tool calls.
@@ -103,6 +105,14 @@ var (
 // the configured names: the label never carries a client's string.
 const OtherModel = "other"
 
+// Front doors, the door label of requests: chat completions, OpenAI's
+// Responses API, Anthropic's Messages API.
+const (
+	DoorChat      = "chat"
+	DoorResponses = "responses"
+	DoorMessages  = "messages"
+)
+
 // Outcome is the outcome label of a request.
 type Outcome string
 
@@ -135,17 +145,17 @@ const (
 func New(reg prometheus.Registerer, providers []string, models ...string) *Metrics {
 	m := &Metrics{
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "phasegate_requests_total",
-			Help: "Chat completion requests served, by protocol and outcome."}, []string{"protocol", "outcome"}),
+			Help: "Requests served through a front door (chat completions, Responses, Messages), by door, protocol and outcome."}, []string{"door", "protocol", "outcome"}),
 		requestDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "phasegate_request_duration_seconds",
-			Help:    "Time to serve a chat completion request, stream included.",
-			Buckets: []float64{.01, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120, 300}}, []string{"protocol"}),
+			Help:    "Time to serve a request through a front door, stream included, by door and protocol.",
+			Buckets: []float64{.01, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120, 300}}, []string{"door", "protocol"}),
 		inFlight: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "phasegate_requests_in_flight",
-			Help: "Chat completion requests being served, streams included."}, []string{"protocol"}),
+			Help: "Requests being served through a front door, streams included, by door and protocol."}, []string{"door", "protocol"}),
 		upstreamLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "phasegate_upstream_first_byte_seconds",
 			Help:    "Time from sending an upstream call to its response headers.",
 			Buckets: []float64{.05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120}}, []string{"provider"}),
 		upstreamErrors: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "phasegate_upstream_errors_total",
-			Help: "Upstream calls that failed, by provider and kind."}, []string{"provider", "kind"}),
+			Help: "Upstream calls that failed, by the door of their request, provider and kind."}, []string{"door", "provider", "kind"}),
 		toolCalls: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "phasegate_tool_calls_total",
 			Help: "Tool calls the guard judged, by verdict (forward: sent to the client)."}, []string{"verdict"}),
 		budgets: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "phasegate_budget_exhaustions_total",
@@ -170,11 +180,11 @@ func New(reg prometheus.Registerer, providers []string, models ...string) *Metri
 		leaked: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "phasegate_leaked_tool_calls_total",
 			Help: "Tool calls a model wrote into its content as text, recovered into tool_calls or refused as malformed."}, []string{"outcome"}),
 		firstToken: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "phasegate_time_to_first_token_seconds",
-			Help:    "Time from the start of a chat completion request to the first content, reasoning or tool-call byte written to the client (a whole answer's write when not streaming).",
-			Buckets: FirstTokenBuckets}, []string{"protocol", "provider"}),
+			Help:    "Time from the start of a request to the first content, reasoning or tool-call byte written to the client (a whole answer's write when not streaming), by door, protocol and provider.",
+			Buckets: FirstTokenBuckets}, []string{"door", "protocol", "provider"}),
 		overhead: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "phasegate_gateway_overhead_seconds",
-			Help:    "Time a chat completion request spent in the gateway: its duration minus the time spent waiting on upstream calls (for their headers, body and every stream event).",
-			Buckets: OverheadBuckets}, []string{"protocol", "provider"}),
+			Help:    "Time a request spent in the gateway: its duration minus the time spent waiting on upstream calls (for their headers, body and every stream event), by door, protocol and provider.",
+			Buckets: OverheadBuckets}, []string{"door", "protocol", "provider"}),
 		modelTokens: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "phasegate_model_tokens_total",
 			Help: "Tokens in (prompt) and out (completion) of upstream calls, reported or estimated, by configured model name (other: any other)."}, []string{"model", "kind"}),
 		envelopes: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "phasegate_envelopes_total",
@@ -214,22 +224,11 @@ func (m *Metrics) register(reg prometheus.Registerer) {
 // zero starts every label combination at 0, so that rates exist before
 // the first event.
 func (m *Metrics) zero(providers, models []string) {
-	for _, p := range Protocols {
-		m.requestDuration.WithLabelValues(p)
-		m.inFlight.WithLabelValues(p)
-		for _, o := range Outcomes {
-			m.requests.WithLabelValues(p, string(o))
-		}
+	for _, d := range Doors {
+		m.zeroDoor(d, providers)
 	}
 	for _, prov := range providers {
-		for _, p := range Protocols {
-			m.firstToken.WithLabelValues(p, prov)
-			m.overhead.WithLabelValues(p, prov)
-		}
 		m.upstreamLatency.WithLabelValues(prov)
-		for _, k := range UpstreamErrorKinds {
-			m.upstreamErrors.WithLabelValues(prov, k)
-		}
 		for _, k := range TokenKinds {
 			for _, src := range TokenSources {
 				m.tokens.WithLabelValues(prov, k, src)
@@ -266,16 +265,37 @@ func (m *Metrics) zero(providers, models []string) {
 	}
 }
 
-// RequestStarted counts a request in flight; call the returned func once
-// when it ends, with its outcome.
-func (m *Metrics) RequestStarted(protocol string) func(Outcome) {
+// zeroDoor starts at 0 every series of door d: its requests by protocol
+// and outcome, its latencies and upstream errors by provider.
+func (m *Metrics) zeroDoor(d string, providers []string) {
+	for _, p := range Protocols {
+		m.requestDuration.WithLabelValues(d, p)
+		m.inFlight.WithLabelValues(d, p)
+		for _, o := range Outcomes {
+			m.requests.WithLabelValues(d, p, string(o))
+		}
+		for _, prov := range providers {
+			m.firstToken.WithLabelValues(d, p, prov)
+			m.overhead.WithLabelValues(d, p, prov)
+		}
+	}
+	for _, prov := range providers {
+		for _, k := range UpstreamErrorKinds {
+			m.upstreamErrors.WithLabelValues(d, prov, k)
+		}
+	}
+}
+
+// RequestStarted counts a request that came by door in flight; call the
+// returned func once when it ends, with its outcome.
+func (m *Metrics) RequestStarted(door, protocol string) func(Outcome) {
 	start := time.Now()
-	g := m.inFlight.WithLabelValues(protocol)
+	g := m.inFlight.WithLabelValues(door, protocol)
 	g.Inc()
 	return func(o Outcome) {
 		g.Dec()
-		m.requests.WithLabelValues(protocol, string(o)).Inc()
-		m.requestDuration.WithLabelValues(protocol).Observe(time.Since(start).Seconds())
+		m.requests.WithLabelValues(door, protocol, string(o)).Inc()
+		m.requestDuration.WithLabelValues(door, protocol).Observe(time.Since(start).Seconds())
 	}
 }
 
@@ -284,10 +304,10 @@ func (m *Metrics) UpstreamAnswered(provider string, d time.Duration) {
 	m.upstreamLatency.WithLabelValues(provider).Observe(d.Seconds())
 }
 
-// UpstreamFailed counts a failed upstream call; kind is one of
-// UpstreamErrorKinds.
-func (m *Metrics) UpstreamFailed(provider, kind string) {
-	m.upstreamErrors.WithLabelValues(provider, kind).Inc()
+// UpstreamFailed counts a failed upstream call of a request that came by
+// door; kind is one of UpstreamErrorKinds.
+func (m *Metrics) UpstreamFailed(door, provider, kind string) {
+	m.upstreamErrors.WithLabelValues(door, provider, kind).Inc()
 }
 
 // Tokens adds the token counts of one upstream call; estimated tells
@@ -317,15 +337,16 @@ func (m *Metrics) ModelTokens(label string, prompt, completion int) {
 	m.modelTokens.WithLabelValues(label, "completion").Add(float64(completion))
 }
 
-// FirstToken records a request's time to its first token.
-func (m *Metrics) FirstToken(protocol, provider string, d time.Duration) {
-	m.firstToken.WithLabelValues(protocol, provider).Observe(d.Seconds())
+// FirstToken records the time to its first token of a request that came
+// by door.
+func (m *Metrics) FirstToken(door, protocol, provider string, d time.Duration) {
+	m.firstToken.WithLabelValues(door, protocol, provider).Observe(d.Seconds())
 }
 
 // Overhead records the time a request spent in the gateway, not waiting
 // on an upstream.
-func (m *Metrics) Overhead(protocol, provider string, d time.Duration) {
-	m.overhead.WithLabelValues(protocol, provider).Observe(max(d, 0).Seconds())
+func (m *Metrics) Overhead(door, protocol, provider string, d time.Duration) {
+	m.overhead.WithLabelValues(door, protocol, provider).Observe(max(d, 0).Seconds())
 }
 
 // Truncated records what truncation removed from one request.

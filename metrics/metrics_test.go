@@ -85,9 +85,9 @@ func checkOthersUnmoved(t *testing.T, reg prometheus.Gatherer, moved ...string) 
 func TestLint(t *testing.T) {
 	m, reg := newMetrics(t)
 	metrics.RegisterTokenRatios(reg, []string{"deepseek-v4-flash", "gpt-4o"}, func(string) float64 { return 1 })
-	m.RequestStarted("two-stage")(metrics.OutcomeOK)
+	m.RequestStarted("chat", "two-stage")(metrics.OutcomeOK)
 	m.UpstreamAnswered("deepseek", time.Second)
-	m.UpstreamFailed("deepseek", metrics.UpstreamInvalid)
+	m.UpstreamFailed("chat", "deepseek", metrics.UpstreamInvalid)
 	m.Tokens("deepseek", 10, 2, true)
 	m.Truncated(1, 100, 1)
 	m.Repaired(1, 1, true)
@@ -126,22 +126,6 @@ phasegate_fallbacks_total 0
 # TYPE phasegate_leaked_tool_calls_total counter
 phasegate_leaked_tool_calls_total{outcome="malformed"} 0
 phasegate_leaked_tool_calls_total{outcome="recovered"} 0
-# HELP phasegate_requests_in_flight Chat completion requests being served, streams included.
-# TYPE phasegate_requests_in_flight gauge
-phasegate_requests_in_flight{protocol="standard"} 0
-phasegate_requests_in_flight{protocol="two-stage"} 0
-# HELP phasegate_requests_total Chat completion requests served, by protocol and outcome.
-# TYPE phasegate_requests_total counter
-phasegate_requests_total{outcome="client_closed",protocol="standard"} 0
-phasegate_requests_total{outcome="client_closed",protocol="two-stage"} 0
-phasegate_requests_total{outcome="client_error",protocol="standard"} 0
-phasegate_requests_total{outcome="client_error",protocol="two-stage"} 0
-phasegate_requests_total{outcome="gateway_error",protocol="standard"} 0
-phasegate_requests_total{outcome="gateway_error",protocol="two-stage"} 0
-phasegate_requests_total{outcome="ok",protocol="standard"} 0
-phasegate_requests_total{outcome="ok",protocol="two-stage"} 0
-phasegate_requests_total{outcome="upstream_error",protocol="standard"} 0
-phasegate_requests_total{outcome="upstream_error",protocol="two-stage"} 0
 # HELP phasegate_thinking_repairs_total Requests repaired for DeepSeek's thinking mode: reasoning_content restored or emptied, forced tool_choice downgraded.
 # TYPE phasegate_thinking_repairs_total counter
 phasegate_thinking_repairs_total{kind="reasoning_emptied"} 0
@@ -166,20 +150,6 @@ phasegate_transient_finishes_total{outcome="retried"} 0
 phasegate_truncated_total{kind="messages"} 0
 phasegate_truncated_total{kind="shortened_results"} 0
 phasegate_truncated_total{kind="tokens"} 0
-# HELP phasegate_upstream_errors_total Upstream calls that failed, by provider and kind.
-# TYPE phasegate_upstream_errors_total counter
-phasegate_upstream_errors_total{kind="invalid_response",provider="deepseek"} 0
-phasegate_upstream_errors_total{kind="invalid_response",provider="openai"} 0
-phasegate_upstream_errors_total{kind="status_4xx",provider="deepseek"} 0
-phasegate_upstream_errors_total{kind="status_4xx",provider="openai"} 0
-phasegate_upstream_errors_total{kind="status_5xx",provider="deepseek"} 0
-phasegate_upstream_errors_total{kind="status_5xx",provider="openai"} 0
-phasegate_upstream_errors_total{kind="timeout",provider="deepseek"} 0
-phasegate_upstream_errors_total{kind="timeout",provider="openai"} 0
-phasegate_upstream_errors_total{kind="truncated",provider="deepseek"} 0
-phasegate_upstream_errors_total{kind="truncated",provider="openai"} 0
-phasegate_upstream_errors_total{kind="unreachable",provider="deepseek"} 0
-phasegate_upstream_errors_total{kind="unreachable",provider="openai"} 0
 # HELP phasegate_upstream_tokens_total Tokens of upstream calls, by provider, kind and source: reported by the upstream, or estimated by the gateway for a call it closed before the upstream reported usage.
 # TYPE phasegate_upstream_tokens_total counter
 phasegate_upstream_tokens_total{kind="completion",provider="deepseek",source="estimated"} 0
@@ -190,7 +160,7 @@ phasegate_upstream_tokens_total{kind="prompt",provider="deepseek",source="estima
 phasegate_upstream_tokens_total{kind="prompt",provider="deepseek",source="reported"} 0
 phasegate_upstream_tokens_total{kind="prompt",provider="openai",source="estimated"} 0
 phasegate_upstream_tokens_total{kind="prompt",provider="openai",source="reported"} 0
-` + cyclesHead + zeroCycles("agent") + zeroCycles("strict")
+` + cyclesHead + zeroCycles("agent") + zeroCycles("strict") + inFlightWant(nil) + requestsWant(nil) + upstreamErrorsWant(nil)
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(want),
 		"phasegate_budget_exhaustions_total", "phasegate_fallbacks_total", "phasegate_leaked_tool_calls_total",
 		"phasegate_requests_in_flight", "phasegate_requests_total", "phasegate_thinking_repairs_total",
@@ -198,10 +168,10 @@ phasegate_upstream_tokens_total{kind="prompt",provider="openai",source="reported
 		"phasegate_upstream_errors_total", "phasegate_upstream_tokens_total", "phasegate_turn_cycles"); err != nil {
 		t.Error(err)
 	}
-	// The histograms by label exist too: one series set per protocol and
-	// per provider.
+	// The histograms by label exist too: one series set per door and
+	// protocol, and per provider.
 	for name, want := range map[string]int{
-		"phasegate_request_duration_seconds":    len(metrics.Protocols),
+		"phasegate_request_duration_seconds":    len(metrics.Doors) * len(metrics.Protocols),
 		"phasegate_upstream_first_byte_seconds": len(providers),
 	} {
 		if got, err := testutil.GatherAndCount(reg, name); err != nil || got != want {
@@ -412,16 +382,51 @@ func TestGuardMethodsOnNil(t *testing.T) {
 }
 
 // requestsWant is the exposition of phasegate_requests_total with counts
-// by "protocol/outcome".
+// by "door/protocol/outcome".
 func requestsWant(counts map[string]int) string {
 	var b strings.Builder
-	b.WriteString(`# HELP phasegate_requests_total Chat completion requests served, by protocol and outcome.
+	b.WriteString(`# HELP phasegate_requests_total Requests served through a front door (chat completions, Responses, Messages), by door, protocol and outcome.
 # TYPE phasegate_requests_total counter
 `)
-	for _, p := range metrics.Protocols {
-		for _, o := range metrics.Outcomes {
-			b.WriteString(`phasegate_requests_total{outcome="` + string(o) + `",protocol="` + p + `"} ` +
-				strconv.Itoa(counts[p+"/"+string(o)]) + "\n")
+	for _, d := range metrics.Doors {
+		for _, p := range metrics.Protocols {
+			for _, o := range metrics.Outcomes {
+				b.WriteString(`phasegate_requests_total{door="` + d + `",outcome="` + string(o) + `",protocol="` + p + `"} ` +
+					strconv.Itoa(counts[d+"/"+p+"/"+string(o)]) + "\n")
+			}
+		}
+	}
+	return b.String()
+}
+
+// inFlightWant is the exposition of phasegate_requests_in_flight with
+// values by "door/protocol".
+func inFlightWant(values map[string]int) string {
+	var b strings.Builder
+	b.WriteString(`# HELP phasegate_requests_in_flight Requests being served through a front door, streams included, by door and protocol.
+# TYPE phasegate_requests_in_flight gauge
+`)
+	for _, d := range metrics.Doors {
+		for _, p := range metrics.Protocols {
+			b.WriteString(`phasegate_requests_in_flight{door="` + d + `",protocol="` + p + `"} ` + strconv.Itoa(values[d+"/"+p]) + "\n")
+		}
+	}
+	return b.String()
+}
+
+// upstreamErrorsWant is the exposition of phasegate_upstream_errors_total
+// with counts by "door/provider/kind".
+func upstreamErrorsWant(counts map[string]int) string {
+	var b strings.Builder
+	b.WriteString(`# HELP phasegate_upstream_errors_total Upstream calls that failed, by the door of their request, provider and kind.
+# TYPE phasegate_upstream_errors_total counter
+`)
+	for _, d := range metrics.Doors {
+		for _, prov := range providers {
+			for _, k := range metrics.UpstreamErrorKinds {
+				b.WriteString(`phasegate_upstream_errors_total{door="` + d + `",kind="` + k + `",provider="` + prov + `"} ` +
+					strconv.Itoa(counts[d+"/"+prov+"/"+k]) + "\n")
+			}
 		}
 	}
 	return b.String()
@@ -433,19 +438,21 @@ func TestRequestStartedOutcome(t *testing.T) {
 	for _, o := range metrics.Outcomes {
 		t.Run(string(o), func(t *testing.T) {
 			m, reg := newMetrics(t)
-			m.RequestStarted("two-stage")(o)
-			if err := testutil.GatherAndCompare(reg, strings.NewReader(requestsWant(map[string]int{"two-stage/" + string(o): 1})),
+			m.RequestStarted("responses", "two-stage")(o)
+			if err := testutil.GatherAndCompare(reg, strings.NewReader(requestsWant(map[string]int{"responses/two-stage/" + string(o): 1})),
 				"phasegate_requests_total"); err != nil {
 				t.Error(err)
 			}
 			durations := samples(t, reg)["phasegate_request_duration_seconds"]
-			for _, p := range metrics.Protocols {
-				want := 0.0
-				if p == "two-stage" {
-					want = 1
-				}
-				if got := durations[`phasegate_request_duration_seconds_count{protocol="`+p+`"}`]; got != want {
-					t.Errorf("duration count of %s = %v, want %v", p, got, want)
+			for _, d := range metrics.Doors {
+				for _, p := range metrics.Protocols {
+					want := 0.0
+					if d == "responses" && p == "two-stage" {
+						want = 1
+					}
+					if got := durations[`phasegate_request_duration_seconds_count{door="`+d+`",protocol="`+p+`"}`]; got != want {
+						t.Errorf("duration count of %s %s = %v, want %v", d, p, got, want)
+					}
 				}
 			}
 			checkOthersUnmoved(t, reg, "phasegate_requests_total", "phasegate_request_duration_seconds")
@@ -455,12 +462,8 @@ func TestRequestStartedOutcome(t *testing.T) {
 
 func TestRequestsInFlight(t *testing.T) {
 	m, reg := newMetrics(t)
-	gauge := func(standard, twoStage string) string {
-		return `
-# HELP phasegate_requests_in_flight Chat completion requests being served, streams included.
-# TYPE phasegate_requests_in_flight gauge
-phasegate_requests_in_flight{protocol="standard"} ` + standard + `
-phasegate_requests_in_flight{protocol="two-stage"} ` + twoStage + "\n"
+	gauge := func(chatTwoStage, responsesStandard int) string {
+		return inFlightWant(map[string]int{"chat/two-stage": chatTwoStage, "responses/standard": responsesStandard})
 	}
 	check := func(when, want string) {
 		t.Helper()
@@ -469,20 +472,20 @@ phasegate_requests_in_flight{protocol="two-stage"} ` + twoStage + "\n"
 		}
 	}
 
-	a := m.RequestStarted("two-stage")
-	b := m.RequestStarted("two-stage")
-	c := m.RequestStarted("standard")
-	check("three started", gauge("1", "2"))
+	a := m.RequestStarted("chat", "two-stage")
+	b := m.RequestStarted("chat", "two-stage")
+	c := m.RequestStarted("responses", "standard")
+	check("three started", gauge(2, 1))
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(requestsWant(nil)), "phasegate_requests_total"); err != nil {
 		t.Errorf("requests counted before they ended: %v", err)
 	}
 	a(metrics.OutcomeOK)
 	c(metrics.OutcomeUpstreamError)
-	check("two ended", gauge("0", "1"))
+	check("two ended", gauge(1, 0))
 	b(metrics.OutcomeClientClosed)
-	check("all ended", gauge("0", "0"))
+	check("all ended", gauge(0, 0))
 
-	want := requestsWant(map[string]int{"two-stage/ok": 1, "two-stage/client_closed": 1, "standard/upstream_error": 1})
+	want := requestsWant(map[string]int{"chat/two-stage/ok": 1, "chat/two-stage/client_closed": 1, "responses/standard/upstream_error": 1})
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "phasegate_requests_total"); err != nil {
 		t.Error(err)
 	}
@@ -514,30 +517,19 @@ phasegate_upstream_tokens_total{kind="prompt",provider="openai",source="reported
 	checkOthersUnmoved(t, reg, "phasegate_upstream_tokens_total")
 }
 
-// Every kind of upstream error has its own series per provider.
+// Every kind of upstream error has its own series per door and provider.
 func TestUpstreamFailed(t *testing.T) {
 	m, reg := newMetrics(t)
 	counts := map[string]int{}
 	for i, k := range metrics.UpstreamErrorKinds {
 		for range i + 1 {
-			m.UpstreamFailed("openai", k)
+			m.UpstreamFailed("chat", "openai", k)
 		}
-		counts[k] = i + 1
+		counts["chat/openai/"+k] = i + 1
 	}
-	m.UpstreamFailed("deepseek", metrics.UpstreamInvalid)
-	var b strings.Builder
-	b.WriteString(`# HELP phasegate_upstream_errors_total Upstream calls that failed, by provider and kind.
-# TYPE phasegate_upstream_errors_total counter
-`)
-	for _, k := range metrics.UpstreamErrorKinds {
-		deepseek := 0
-		if k == metrics.UpstreamInvalid {
-			deepseek = 1
-		}
-		b.WriteString(`phasegate_upstream_errors_total{kind="` + k + `",provider="deepseek"} ` + strconv.Itoa(deepseek) + "\n")
-		b.WriteString(`phasegate_upstream_errors_total{kind="` + k + `",provider="openai"} ` + strconv.Itoa(counts[k]) + "\n")
-	}
-	if err := testutil.GatherAndCompare(reg, strings.NewReader(b.String()), "phasegate_upstream_errors_total"); err != nil {
+	m.UpstreamFailed("responses", "deepseek", metrics.UpstreamInvalid)
+	counts["responses/deepseek/"+metrics.UpstreamInvalid] = 1
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(upstreamErrorsWant(counts)), "phasegate_upstream_errors_total"); err != nil {
 		t.Error(err)
 	}
 	checkOthersUnmoved(t, reg, "phasegate_upstream_errors_total")

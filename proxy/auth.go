@@ -94,7 +94,7 @@ func (h *Handler) authorize(c *gin.Context) {
 		if auth != "" {
 			msg = "the API key is not one of this gateway's client keys"
 		}
-		writeJSONError(c.Writer, &chat.Error{Status: http.StatusUnauthorized, Type: chat.TypeInvalidRequest, Code: "invalid_api_key", Message: msg})
+		h.refuseRoute(c, &chat.Error{Status: http.StatusUnauthorized, Type: chat.TypeInvalidRequest, Code: "invalid_api_key", Message: msg})
 		c.Abort()
 		return
 	}

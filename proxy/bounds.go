@@ -36,7 +36,7 @@ func (h *Handler) boundBody(c *gin.Context) {
 		h.metrics.Bounded(metrics.BoundInflightBytes)
 		b.stop()
 		c.Writer.Header().Set("Retry-After", "1")
-		writeJSONError(c.Writer, errBusy)
+		h.refuseRoute(c, errBusy)
 		c.Abort()
 		return
 	}

@@ -21,7 +21,7 @@ func (l *lateLog) Read(ctx context.Context, id string, after int, wait time.Dura
 	evs, ended, err := l.MemoryStreams.Read(ctx, id, after, time.Millisecond)
 	if !l.landed && len(evs) == 0 {
 		l.landed = true
-		_ = l.MemoryStreams.Append(ctx, id, []store.Event{{N: after + 1, Data: []byte(`{"last":true}`)}, {N: after + 2, Data: []byte("[DONE]")}}, true)
+		_ = l.MemoryStreams.Append(ctx, id, []store.Event{{N: after + 1, Data: []byte("data: {\"last\":true}\n\n")}, {N: after + 2, Data: []byte("data: [DONE]\n\n")}}, true)
 	}
 	return evs, ended, err
 }
@@ -32,7 +32,7 @@ func TestFollowWritesEventsStoredBeforeTheEnd(t *testing.T) {
 	ctx := context.Background()
 	mem := store.NewMemoryStreams(time.Minute)
 	_ = mem.Start(ctx, "x", "")
-	_ = mem.Append(ctx, "x", []store.Event{{N: 1, Data: []byte(`{"first":true}`)}}, false)
+	_ = mem.Append(ctx, "x", []store.Event{{N: 1, Data: []byte("data: {\"first\":true}\n\n")}}, false)
 	h := &Handler{streams: &lateLog{MemoryStreams: mem}}
 	rec := httptest.NewRecorder()
 	sw := newSSEWriter(rec)

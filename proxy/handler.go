@@ -7,12 +7,11 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
-	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -131,6 +130,9 @@ type Options struct {
 	// Nil redacts the credentials of the Config (providers' keys, client
 	// keys, the admin key); cmd/phasegate adds the Redis password.
 	Redactor *redact.Redactor
+	// doors, when set, are the front doors in place of the gateway's
+	// (a test's door on the seam).
+	doors []*door
 }
 
 // Handler serves the gateway's routes. It is safe for concurrent use.
@@ -176,6 +178,11 @@ type Handler struct {
 	// sessions and prices serve Config.Sessions (proxy/session.go).
 	sessions SessionStore
 	prices   *pricing.Table
+	// doors are the front doors (see door); doorOf maps each door's
+	// route, as gin names it, to the door: the middleware answers in its
+	// shape (see refuseRoute).
+	doors  []*door
+	doorOf map[string]*door
 }
 
 // New builds a Handler from a validated config.
@@ -226,6 +233,11 @@ func New(cfg Config, opts Options) (*Handler, error) {
 		inflight: semaphore.NewWeighted(cfg.MaxInflightBytes),
 		sessions: opts.Sessions,
 		prices:   pricing.New(cfg.Prices...),
+		doors:    opts.doors,
+		doorOf:   map[string]*door{},
+	}
+	if h.doors == nil {
+		h.doors = frontDoors
 	}
 	h.ownDefaults(opts)
 	h.watchCancels()
@@ -241,7 +253,8 @@ func New(cfg Config, opts Options) (*Handler, error) {
 }
 
 // ownDefaults gives h what opts left unset: metrics on a private
-// registry, rate limits and resumable streams kept in this process.
+// registry, rate limits, stored responses and resumable streams kept in
+// this process.
 func (h *Handler) ownDefaults(opts Options) {
 	if h.metrics == nil {
 		reg := prometheus.NewRegistry()
@@ -254,6 +267,9 @@ func (h *Handler) ownDefaults(opts Options) {
 	}
 	if h.limiter == nil {
 		h.limiter = store.NewMemoryLimiter()
+	}
+	if h.stored == nil {
+		h.stored = store.NewMemoryResponses(h.cfg.ResponsesTTL, DefaultResponsesMemoryBytes)
 	}
 	if h.streams == nil {
 		h.streams = store.NewBoundedMemoryStreams(h.cfg.Resume.TTL, h.cfg.Resume.MemoryBytes)
@@ -326,10 +342,10 @@ func (h *Handler) routes() *gin.Engine {
 	return e
 }
 
-// chatRoutes adds the chat completion and models routes of each protocol:
-// /v1 (the request decides, see decide), /standard/v1 and /two-stage/v1
-// (which answers 501 without a guard). An SDK pointed at a protocol route
-// asks that route for its models and other endpoints too.
+// chatRoutes adds the doors' routes and the models route of each
+// protocol: /v1 (the request decides, see decide), /standard/v1 and
+// /two-stage/v1 (which answers 501 without a guard). An SDK pointed at a
+// protocol route asks that route for its models and other endpoints too.
 func (h *Handler) chatRoutes(e *gin.Engine) {
 	for _, r := range []struct {
 		prefix, route string
@@ -340,14 +356,11 @@ func (h *Handler) chatRoutes(e *gin.Engine) {
 		{"/two-stage/v1", ProtocolTwoStage, []gin.HandlerFunc{h.twoStageOn}},
 	} {
 		g := e.Group(r.prefix, h.authorize)
-		route := r.route
-		serve := append(slices.Clone(r.chain), func(c *gin.Context) { h.serveChat(c.Writer, c.Request, route) })
 		models := func(c *gin.Context) { h.serveModels(c.Writer, c.Request) }
 		for _, slash := range []string{"", "/"} {
-			g.POST("/chat/completions"+slash, serve...)
 			g.GET("/models"+slash, models)
 		}
-		h.responsesRoutes(g, route, r.chain)
+		h.doorRoutes(g, r.route, r.chain)
 	}
 }
 
@@ -390,20 +403,22 @@ func (h *Handler) recover(c *gin.Context) {
 		// value of another type would be marshalled as it is.
 		h.log.Error("panic serving request", "request_id", c.GetHeader("X-Request-Id"), "panic", fmt.Sprint(v))
 		if !c.Writer.Written() {
-			writeJSONError(c.Writer, chat.AsError(errors.New("panic")))
+			h.refuseRoute(c, chat.AsError(errors.New("panic")))
 		}
 	}()
 	c.Next()
 }
 
-// serveChat serves one chat completion request on the route of the
-// named protocol (protocolDefault for /v1). It reads as its stages:
-// prepare (read, parse, decide the protocol, repair for thinking mode),
-// fit (to the context window), serve (the strategy, its events written to
-// the client, a fallback for the guard's own failures).
-func (h *Handler) serveChat(w http.ResponseWriter, r *http.Request, route string) {
-	c := &chatRequest{h: h, w: w, r: r, start: time.Now(), id: r.Header.Get("X-Request-Id"), route: route}
-	c.log = h.log.With("request_id", c.id)
+// serveDoor serves one request that came by door d, on the route of the
+// named protocol (protocolDefault for /v1): every door's requests are
+// served here. It reads as its stages: prepare (read through the door,
+// parse, decide the protocol, repair for thinking mode), fit (to the
+// context window), serve (the strategy, its events written to the door's
+// sink, a fallback for the guard's own failures).
+func (h *Handler) serveDoor(w http.ResponseWriter, r *http.Request, d *door, route string) {
+	c := &chatRequest{h: h, w: w, r: r, door: d, start: time.Now(), id: r.Header.Get("X-Request-Id"), route: route}
+	c.log = h.log.With("request_id", c.id, "door", d.name)
+	defer c.close()
 	// Until the request is parsed, it counts under the protocol its
 	// route would serve it with.
 	c.strategy = h.standard
@@ -422,7 +437,7 @@ func (h *Handler) serveChat(w http.ResponseWriter, r *http.Request, route string
 	// Counted once prepared, under the protocol that serves it: the
 	// request itself decides whether /v1 guards it.
 	perr := c.prepare()
-	started := h.metrics.RequestStarted(c.strategy.Name())
+	started := h.metrics.RequestStarted(c.door.name, c.strategy.Name())
 	done := func(o metrics.Outcome, err error) {
 		c.trace.end(o, err)
 		started(o)
@@ -447,7 +462,7 @@ func (h *Handler) serveChat(w http.ResponseWriter, r *http.Request, route string
 	o := c.serve(ctx)
 	c.settle(context.WithoutCancel(ctx))
 	c.closeSession()
-	h.metrics.Overhead(c.strategy.Name(), c.provider.Name, time.Since(c.start)-c.upstreamWait)
+	h.metrics.Overhead(c.door.name, c.strategy.Name(), c.provider.Name, time.Since(c.start)-c.upstreamWait)
 	done(o, nil)
 }
 
@@ -455,7 +470,7 @@ func (h *Handler) serveChat(w http.ResponseWriter, r *http.Request, route string
 // this gateway they answer 501.
 func (h *Handler) twoStageOn(g *gin.Context) {
 	if h.twoStage == nil {
-		writeJSONError(g.Writer, &chat.Error{Status: http.StatusNotImplemented, Type: chat.TypeInvalidRequest, Code: "two_stage_disabled",
+		h.refuseRoute(g, &chat.Error{Status: http.StatusNotImplemented, Type: chat.TypeInvalidRequest, Code: "two_stage_disabled",
 			Message: "the two-stage protocol is not enabled on this gateway; use /v1/chat/completions or /standard/v1/chat/completions"})
 		g.Abort()
 		return
@@ -463,12 +478,15 @@ func (h *Handler) twoStageOn(g *gin.Context) {
 	g.Next()
 }
 
-// chatRequest is one chat completion request on its way through the
-// gateway. It is owned by one request.
+// chatRequest is one request on its way through the gateway: the chat
+// completion request its door read. It is owned by one request.
 type chatRequest struct {
-	h        *Handler
-	w        http.ResponseWriter
-	r        *http.Request
+	h    *Handler
+	w    http.ResponseWriter
+	r    *http.Request
+	door *door
+	// in is the request as its door read it; nil until then.
+	in       doorRequest
 	start    time.Time
 	id       string
 	log      *slog.Logger
@@ -496,21 +514,33 @@ type chatRequest struct {
 	charged int
 	// bodyBytes is the size of the request body.
 	bodyBytes int
-	// resumable reports that the stream opted in to be resumable.
+	// resumable reports that the stream opted in to be resumable;
+	// resume is the wrapper of its sink once its log is open.
 	resumable bool
+	resume    *resumable
 	// sess is the request's session; nil when it names none.
 	sess *sessionRun
 }
 
-// prepare reads and parses the request, routes it to its provider,
+// close releases what the door's request holds.
+func (c *chatRequest) close() {
+	if c.in != nil {
+		c.in.close()
+	}
+}
+
+// prepare reads the request through its door and parses the chat
+// completion request it became, routes it to its provider,
 // decides its protocol, reads the guard's per-request limits and repairs
 // it for thinking mode.
 func (c *chatRequest) prepare() error {
 	h := c.h
-	body, err := io.ReadAll(http.MaxBytesReader(c.w, c.r.Body, h.cfg.MaxBodyBytes))
+	in, err := c.door.read(h, c.w, c.r)
 	if err != nil {
 		return err
 	}
+	c.in = in
+	body := in.chatBody()
 	c.bodyBytes = len(body)
 	if err := checkBody(body, h.cfg.Limits); err != nil {
 		return err
@@ -623,7 +653,7 @@ func (c *chatRequest) serve(ctx context.Context) metrics.Outcome {
 	out, ctx, release := c.sink(ctx)
 	defer release()
 	out = c.sess.tallied(out, c.chargeSession)
-	c.x.Meter = &requestMeter{m: h.metrics, provider: c.provider.Name, model: c.x.Request.Model, label: h.metrics.ModelLabel(c.x.Request.Model),
+	c.x.Meter = &requestMeter{m: h.metrics, door: c.door.name, provider: c.provider.Name, model: c.x.Request.Model, label: h.metrics.ModelLabel(c.x.Request.Model),
 		tokens: h.tokens, learn: !c.provider.Simulated, trace: c.trace}
 	if d := h.cfg.Timeouts.FirstByte; d > 0 {
 		c.x.FirstByteBy = c.start.Add(d)
@@ -646,7 +676,8 @@ func (c *chatRequest) serve(ctx context.Context) metrics.Outcome {
 		c.log.Info("request served", "status", status, "duration_ms", millis(time.Since(c.start)))
 		return metrics.OutcomeOK
 	}
-	if errors.Is(context.Cause(ctx), ErrCancelled) && out.cancelled() {
+	if errors.Is(context.Cause(ctx), ErrCancelled) && c.resume != nil {
+		c.resume.cancelled()
 		c.log.Info("stream cancelled; upstream closed", "duration_ms", millis(time.Since(c.start)))
 		return metrics.OutcomeClientClosed
 	}
@@ -654,8 +685,8 @@ func (c *chatRequest) serve(ctx context.Context) metrics.Outcome {
 		err = cause // the gateway ended the request, not the client or the upstream
 	}
 	if !out.committed() {
-		if status, body, ok := failureJSON(protocol.Classify(err)); ok {
-			out.refused(status, c.h.redactor.Bytes(body))
+		if c.resume != nil {
+			c.keepRefusal(protocol.Classify(err))
 		}
 		return c.fail(err)
 	}
@@ -673,20 +704,36 @@ func (c *chatRequest) serve(ctx context.Context) metrics.Outcome {
 	return f.Outcome
 }
 
-// sink is where the request's events go, and the context to run it
-// under: a resumable stream runs detached from its client (see
-// startResumable). release ends what the sink started.
+// sink is the door's sink of the request's events, and the context to
+// run it under: a resumable stream runs detached from its client, its
+// sink inside the resumable wrapper (see startResumable). release ends
+// what the sink started.
 func (c *chatRequest) sink(ctx context.Context) (sink, context.Context, func()) {
 	if !c.x.Request.Stream {
-		return &jsonSink{w: c.w}, ctx, func() {}
+		return c.in.sink(c.w, nil, false), ctx, func() {}
 	}
 	sw := newSSEWriter(c.w)
 	sw.coalesce = true // the upstream's onWait flushes
-	out := &streamSink{w: sw}
 	if !c.resumable {
-		return out, ctx, func() {}
+		return c.in.sink(c.w, sw, false), ctx, func() {}
 	}
-	return c.startResumable(ctx, out)
+	return c.startResumable(ctx, sw)
+}
+
+// keepRefusal keeps, in a resumable stream's log, the door's answer to f,
+// a failure before the first event, for a resume to answer the same. The
+// log keeps a JSON body: an upstream's error that is not JSON is kept as
+// the door's own.
+func (c *chatRequest) keepRefusal(f protocol.Failure) {
+	a, ok := c.door.answerTo(f)
+	if !ok {
+		return
+	}
+	if f.Relay != nil && !json.Valid(a.body) {
+		own, _ := c.door.answerTo(protocol.Failure{Error: f.Error})
+		a.body = own.body
+	}
+	c.resume.refused(a.status, c.h.redactor.Bytes(a.body))
 }
 
 // upstream is the protocol.Upstream of this request on provider p.
@@ -737,7 +784,7 @@ func (c *chatRequest) fail(err error) metrics.Outcome {
 		level = slog.LevelInfo
 	}
 	c.log.Log(context.Background(), level, "request failed", "status", status, "error", err, "duration_ms", millis(time.Since(c.start)))
-	writeError(c.w, f)
+	c.door.refuse(c.w, f)
 	return f.Outcome
 }
 
@@ -748,7 +795,7 @@ func (c *chatRequest) fail(err error) metrics.Outcome {
 func (c *chatRequest) pump(ctx context.Context, strategy protocol.Strategy, out sink) (int, error) {
 	rec := c.reasoning
 	var ident *identity // the standard protocol forwards one answer as it came
-	if strategy.Name() != c.h.standard.Name() {
+	if c.door.identity && strategy.Name() != c.h.standard.Name() {
 		ident = newIdentity(c.x.Request.Model)
 	}
 	for ev, err := range strategy.Run(ctx, c.x) {
@@ -807,7 +854,7 @@ func (c *chatRequest) estimate() int {
 func (c *chatRequest) tokenWritten() {
 	if !c.firstToken {
 		c.firstToken = true
-		c.h.metrics.FirstToken(c.strategy.Name(), c.provider.Name, time.Since(c.start))
+		c.h.metrics.FirstToken(c.door.name, c.strategy.Name(), c.provider.Name, time.Since(c.start))
 	}
 }
 

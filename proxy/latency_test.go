@@ -102,8 +102,8 @@ func TestFirstTokenAndOverhead(t *testing.T) {
 	}
 }
 
-// histogram returns the series of histogram name with protocol proto and
-// provider deepseek.
+// histogram returns the series of histogram name with door chat,
+// protocol proto and provider deepseek.
 func histogram(t *testing.T, g prometheus.Gatherer, name, proto string) *dto.Histogram {
 	t.Helper()
 	mfs, err := g.Gather()
@@ -115,12 +115,12 @@ func histogram(t *testing.T, g prometheus.Gatherer, name, proto string) *dto.His
 			continue
 		}
 		for _, s := range mf.GetMetric() {
-			if labelsAre(s, "protocol", proto, "provider", "deepseek") {
+			if labelsAre(s, "door", metrics.DoorChat, "protocol", proto, "provider", "deepseek") {
 				return s.GetHistogram()
 			}
 		}
 	}
-	t.Fatalf("no %s{protocol=%q,provider=\"deepseek\"}", name, proto)
+	t.Fatalf("no %s{door=\"chat\",protocol=%q,provider=\"deepseek\"}", name, proto)
 	return nil
 }
 

@@ -194,7 +194,7 @@ func tooLarge(param, format string, args ...any) *chat.Error {
 }
 
 // limitHeaders answers a request whose header fields are over the limit
-// with a 431 in OpenAI's shape.
+// with a 431, in its door's shape (see refuseRoute).
 func (h *Handler) limitHeaders(c *gin.Context) {
 	n := 0
 	for k, vs := range c.Request.Header {
@@ -203,7 +203,7 @@ func (h *Handler) limitHeaders(c *gin.Context) {
 		}
 	}
 	if n > h.cfg.Limits.MaxHeaderBytes {
-		writeJSONError(c.Writer, &chat.Error{Status: http.StatusRequestHeaderFieldsTooLarge, Type: chat.TypeInvalidRequest, Code: "headers_too_large",
+		h.refuseRoute(c, &chat.Error{Status: http.StatusRequestHeaderFieldsTooLarge, Type: chat.TypeInvalidRequest, Code: "headers_too_large",
 			Message: fmt.Sprintf("the request's header fields are %d bytes; this gateway accepts at most %d", n, h.cfg.Limits.MaxHeaderBytes)})
 		c.Abort()
 		return

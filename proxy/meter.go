@@ -89,7 +89,9 @@ func timedEvents(events iter.Seq2[[]byte, error], wait *time.Duration) iter.Seq2
 // of every upstream call by source, the failures by the kind the failure
 // table gives them, and learns the tokenizer's error from reported usage.
 type requestMeter struct {
-	m        *metrics.Metrics
+	m *metrics.Metrics
+	// door is the door label of the request (door.name).
+	door     string
 	provider string
 	model    string
 	// label is the model label of the request (metrics.ModelLabel).
@@ -129,6 +131,6 @@ func (r *requestMeter) Usage(u protocol.Usage) {
 
 func (r *requestMeter) Failed(err error) {
 	if kind := protocol.Classify(err).UpstreamKind; kind != "" {
-		r.m.UpstreamFailed(r.provider, kind)
+		r.m.UpstreamFailed(r.door, r.provider, kind)
 	}
 }

@@ -51,18 +51,18 @@ func TestRecorderEndsLogWithErrorWhenStoreFails(t *testing.T) {
 	if err := mem.Start(ctx, "s", ""); err != nil {
 		t.Fatal(err)
 	}
-	rec := startRecorder(h, "s", slog.New(slog.DiscardHandler))
+	rec := startRecorder(h, "s", slog.New(slog.DiscardHandler), chatEnding)
 	for i := 1; i <= 2; i++ {
-		rec.add([]byte(fmt.Sprintf(`{"n":%d}`, i)), false, 1<<20)
+		rec.add([]byte(fmt.Sprintf(`{"n":%d}`, i)), -1, 1<<20)
 	}
 	time.Sleep(2 * appendLinger) // events 1 and 2 are stored
 	start := time.Now()
 	deadline := start.Add(storeRetryFor + time.Second)
 	for time.Now().Before(deadline) { // the stream goes on while the store fails
-		rec.add([]byte(`{"later":true}`), false, 1<<20)
+		rec.add([]byte(`{"later":true}`), -1, 1<<20)
 		time.Sleep(50 * time.Millisecond)
 	}
-	rec.add([]byte("[DONE]"), false, 1<<20)
+	rec.add([]byte("[DONE]"), -1, 1<<20)
 	rec.close()
 	if d := time.Since(start); d > 3*storeRetryFor {
 		t.Errorf("close took %v with a store that fails, want it bounded", d)
@@ -113,9 +113,9 @@ func TestRecorderSendsFailedBatchAgain(t *testing.T) {
 	if err := mem.Start(ctx, "s", ""); err != nil {
 		t.Fatal(err)
 	}
-	rec := startRecorder(h, "s", slog.New(slog.DiscardHandler))
+	rec := startRecorder(h, "s", slog.New(slog.DiscardHandler), chatEnding)
 	for i := 1; i <= 5; i++ {
-		rec.add([]byte(fmt.Sprint(i)), false, 1<<20)
+		rec.add([]byte(fmt.Sprint(i)), -1, 1<<20)
 		time.Sleep(2 * appendLinger) // one batch per event
 	}
 	rec.close()

@@ -138,15 +138,11 @@ func (h *Handler) serveEvents(w http.ResponseWriter, r *http.Request, id string,
 	sw.start(http.Header{"X-Phasegate-Resumed-After": {strconv.Itoa(after)}})
 	_ = sw.rc.Flush() // the headers, before a wait for the first event
 	last, err := h.follow(r.Context(), sw, h.streamKey(r, id), after, r.Header.Get("X-Phasegate-Event-Ids") == "true", until)
+	// A log that ends with its own error (resume_incomplete,
+	// resume_too_large, resume_memory_full) holds the door's ending, as
+	// the door wrote it.
 	if e := h.followEnded(r.Context(), id, last, err); e != nil {
-		// One ending, as every stream: the in-band error, then [DONE].
-		_ = sw.data(e.Body())
-		_ = sw.data([]byte(chat.Done))
-	} else if err == nil && sw.endedInError {
-		// The log ended with its own error (resume_incomplete,
-		// resume_too_large, resume_memory_full): [DONE] after it, as
-		// after every in-band error.
-		_ = sw.data([]byte(chat.Done))
+		_ = sw.event(chatDoor.end(nil, last+1, e))
 	}
 	_ = sw.flush()
 }
@@ -225,7 +221,7 @@ func (h *Handler) follow(ctx context.Context, sw *sseWriter, id string, after in
 				sw.buf = append(append(sw.buf, "id: "...), strconv.Itoa(ev.N)...)
 				sw.buf = append(sw.buf, '\n')
 			}
-			_ = sw.replay(ev) // gathered; the flush below tells of a client gone
+			_ = sw.event(ev.Data) // as the door wrote it; the flush below tells of a client gone
 			after = ev.N
 		}
 		return sw.flush() == nil

@@ -8,17 +8,21 @@ import (
 	"github.com/phasegate/phasegate/protocol"
 )
 
-// sink is where the events of a strategy go: an SSE stream for a client
-// that asked to stream, one JSON body for one that did not. Headers are
-// committed with the first byte, so a failure before it still gets a real
-// status. A sink is owned by one request.
+// sink is where the events of a strategy go, written as its door's wire:
+// a stream for a client that asked to stream, one body for one that did
+// not. Headers are committed with the first byte, so a failure before it
+// still gets a real status (the door's refusal). A sink is owned by one
+// request. What only a resumable stream does (a log, a client that may
+// leave, a cancel) is the resumable wrapper's, around any door's sink.
 type sink interface {
 	// header stores headers to send with the first byte.
 	header(h http.Header)
-	// chunk writes one chunk; ext, when set, is added to it as the
-	// top-level protocol.ExtensionKey field.
+	// chunk writes one chat.completion.chunk; ext, when set, is the
+	// gateway's extension of it (protocol.ExtensionKey's value).
 	chunk(data, ext []byte) error
+	// done ends a stream that finished.
 	done() error
+	// comment writes a comment line (a keep-alive) of a stream.
 	comment(line []byte) error
 	// finish ends a successful response.
 	finish() error
@@ -26,19 +30,11 @@ type sink interface {
 	flush() error
 	// committed reports whether any byte reached the client.
 	committed() bool
-	// fail reports an error after the response was committed.
+	// fail writes e, an error after the response was committed, in-band.
 	fail(e *chat.Error)
 	// whole writes an answer passed on whole, with its status and headers
 	// (the standard protocol's non-streaming answers).
 	whole(status int, h http.Header, body []byte) error
-	// refused keeps the answer of a request that failed before its first
-	// byte (status and JSON body, redacted), for a resume to answer the
-	// same; only a resumable stream keeps it.
-	refused(status int, body []byte)
-	// cancelled ends a stream cancelled through the cancel route as
-	// streams end; false when the sink cannot be cancelled so (only a
-	// resumable stream can).
-	cancelled() bool
 }
 
 // writeWhole writes an answer passed on whole to w. The body was decoded
@@ -51,20 +47,26 @@ func writeWhole(w http.ResponseWriter, status int, h http.Header, body []byte) e
 	return err
 }
 
-// streamSink writes events as they come.
+// doneEvent is the event that ends a chat completion stream.
+var doneEvent = appendData(nil, []byte(chat.Done))
+
+// streamSink writes a chat completion stream: each chunk an SSE event,
+// the gateway's extension added to it as its protocol.ExtensionKey member.
 type streamSink struct {
-	w       *sseWriter
+	w       http.ResponseWriter // for an answer passed on whole
+	ew      eventWriter
 	pending http.Header
 	// ext is the phase metadata of the last chunk the guard wrote, for
 	// the in-band error of a stream that fails after it.
 	ext []byte
+	buf []byte // the event being written
 }
 
 func (s *streamSink) header(h http.Header) { s.pending = h }
 
 func (s *streamSink) open() {
-	if !s.w.started {
-		s.w.start(s.pending)
+	if !s.ew.opened() {
+		s.ew.open(s.pending)
 	}
 }
 
@@ -72,34 +74,65 @@ func (s *streamSink) chunk(data, ext []byte) error {
 	s.open()
 	if ext != nil {
 		s.ext = ext
-		return s.w.dataExt(data, ext)
+		s.buf = appendDataExt(s.buf[:0], data, ext)
+	} else {
+		s.buf = appendData(s.buf[:0], data)
 	}
-	return s.w.data(data)
+	return s.ew.event(s.buf)
 }
+
 func (s *streamSink) done() error {
 	s.open()
-	if err := s.w.data([]byte(chat.Done)); err != nil {
+	if err := s.ew.event(doneEvent); err != nil {
 		return err
 	}
-	return s.w.flush()
+	return s.ew.flush()
 }
-func (s *streamSink) comment(line []byte) error { s.open(); return s.w.comment(line) }
-func (s *streamSink) finish() error             { return s.w.flush() }
-func (s *streamSink) flush() error              { return s.w.flush() }
-func (s *streamSink) committed() bool           { return s.w.started }
-func (s *streamSink) refused(int, []byte)       {}
-func (s *streamSink) cancelled() bool           { return false }
+
+func (s *streamSink) comment(line []byte) error { s.open(); return s.ew.comment(line) }
+func (s *streamSink) finish() error             { return s.ew.flush() }
+func (s *streamSink) flush() error              { return s.ew.flush() }
+func (s *streamSink) committed() bool           { return s.ew.opened() }
 func (s *streamSink) whole(status int, h http.Header, body []byte) error {
-	return writeWhole(s.w.w, status, h, body)
+	return writeWhole(s.w, status, h, body)
 }
+
 func (s *streamSink) fail(e *chat.Error) {
+	s.open()
 	if s.ext != nil {
-		_ = s.w.dataExt(e.Body(), s.ext)
+		s.buf = appendDataExt(s.buf[:0], e.Body(), s.ext)
 	} else {
-		_ = s.w.data(e.Body())
+		s.buf = appendData(s.buf[:0], e.Body())
 	}
-	_ = s.w.flush()
+	_ = s.ew.event(s.buf)
+	_ = s.ew.flush()
 }
+
+// writeRendered writes an answer passed on whole as writeWhole does, or,
+// when render is set and the answer is a 200, what render makes of its
+// body (a door's answer made of a chat.completion); a body render cannot
+// read is the gateway's 502.
+func writeRendered(w http.ResponseWriter, status int, h http.Header, body []byte, render func([]byte) ([]byte, error)) error {
+	if render == nil || status != http.StatusOK {
+		return writeWhole(w, status, h, body)
+	}
+	out, err := render(body)
+	copyHeader(w.Header(), h)
+	w.Header().Del("Content-Encoding")
+	w.Header().Del("Content-Length")
+	if err != nil {
+		writeJSONError(w, errBadCompletion)
+		return nil
+	}
+	w.WriteHeader(http.StatusOK)
+	_, err = w.Write(out)
+	return err
+}
+
+// errBadCompletion answers a 200 whose body is not a chat completion a
+// door can render.
+var errBadCompletion = &chat.Error{Status: http.StatusBadGateway, Type: chat.TypeUpstream, Code: "bad_upstream_response",
+	Message: "the upstream's answer could not be read as a chat completion"}
 
 // jsonSink assembles the chunks of a guarded stream into one
 // chat.completion for a client that did not ask to stream.
@@ -108,6 +141,9 @@ type jsonSink struct {
 	pending http.Header
 	asm     chat.Assembler
 	wrote   bool
+	// render, when set, makes the door's answer of a chat.completion (see
+	// writeRendered); nil writes the completion.
+	render func([]byte) ([]byte, error)
 }
 
 func (s *jsonSink) header(h http.Header) { s.pending = h }
@@ -137,31 +173,24 @@ func (s *jsonSink) finish() error {
 	s.w.Header().Del("Content-Encoding")
 	s.w.Header().Set("Content-Type", "application/json")
 	s.wrote = true
-	s.w.WriteHeader(http.StatusOK)
-	_, err = s.w.Write(body)
-	return err
+	return writeRendered(s.w, http.StatusOK, nil, body, s.render)
 }
 
-func (s *jsonSink) fail(*chat.Error)    {}
-func (s *jsonSink) refused(int, []byte) {}
-func (s *jsonSink) cancelled() bool     { return false }
+func (s *jsonSink) fail(*chat.Error) {}
 func (s *jsonSink) whole(status int, h http.Header, body []byte) error {
 	s.wrote = true
-	return writeWhole(s.w, status, h, body)
+	return writeRendered(s.w, status, h, body, s.render)
 }
 
-// dataExt writes one event whose data is the chunk data with ext added as
-// the protocol.ExtensionKey field, built in the writer's own buffer. Chunk
-// data is one JSON line, as the guard only passes on decodable chunks.
-func (s *sseWriter) dataExt(data, ext []byte) error {
-	s.start(nil)
-	n := len(s.buf)
-	s.buf = append(s.buf, "data: "...)
-	s.buf = chat.AppendExtension(s.buf, data, protocol.ExtensionKey, ext)
-	if bytes.IndexByte(s.buf[n+6:], '\n') >= 0 {
-		s.buf = s.buf[:n]
-		return s.data(chat.WithExtension(data, protocol.ExtensionKey, ext))
+// appendDataExt appends the event whose data is the chunk data with ext
+// added as the protocol.ExtensionKey member, built in place. Chunk data is
+// one JSON line, as the guard only passes on decodable chunks.
+func appendDataExt(dst, data, ext []byte) []byte {
+	n := len(dst)
+	dst = append(dst, "data: "...)
+	dst = chat.AppendExtension(dst, data, protocol.ExtensionKey, ext)
+	if bytes.IndexByte(dst[n+6:], '\n') >= 0 {
+		return appendData(dst[:n], chat.WithExtension(data, protocol.ExtensionKey, ext))
 	}
-	s.buf = append(s.buf, '\n', '\n')
-	return s.queued()
+	return append(dst, '\n', '\n')
 }

@@ -1,7 +1,6 @@
 package proxy
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -61,17 +60,10 @@ type record struct {
 var errResponsesUnavailable = &chat.Error{Status: http.StatusServiceUnavailable, Type: chat.TypeServer, Code: "store_unavailable",
 	Message: "the store of responses is not available; retry, or send the history as input with store: false"}
 
-// responsesRoutes serves the Responses API in the group of a chat route,
-// behind the same middleware (chain, then the handler), with the store of
-// Options.Responses, or one in this process.
-func (h *Handler) responsesRoutes(g *gin.RouterGroup, route string, chain []gin.HandlerFunc) {
-	if h.stored == nil {
-		h.stored = store.NewMemoryResponses(h.cfg.ResponsesTTL, DefaultResponsesMemoryBytes)
-	}
-	serve := append(slices.Clone(chain), func(c *gin.Context) { h.serveResponses(c.Writer, c.Request, route) })
-	for _, slash := range []string{"", "/"} {
-		g.POST("/responses"+slash, serve...)
-	}
+// responsesRoutes serves the Responses API's routes other than POST
+// /v1/responses (the door's) in the group of a chat route, behind the same
+// middleware, with the store of Options.Responses, or one in this process.
+func (h *Handler) responsesRoutes(g *gin.RouterGroup) {
 	byID := func(serve func(http.ResponseWriter, *http.Request, string)) gin.HandlerFunc {
 		return func(c *gin.Context) {
 			if err := checkResponseID("response_id", c.Param("id")); err != nil {
@@ -144,16 +136,24 @@ func itemKey(owner, id string) string     { return "item:" + owner + ":" + id }
 // stream left in the store of streams are not replayed after it.
 func deletedKey(owner, id string) string { return "deleted:" + owner + ":" + id }
 
-// responsesCall is one POST /v1/responses, translated: the request, its
-// input with the stored history and references resolved (the request's
-// own items from own), its owner, its body and the chat body it became.
+// responsesCall is one POST /v1/responses as the Responses door read it:
+// the request, its input with the stored history and references resolved
+// (the request's own items from own), its owner, its body and the chat
+// body it became, the response it makes and its sink once the stream
+// started. It is owned by one request.
 type responsesCall struct {
-	req            *responses.Request
-	input          []responses.Item
-	own            int
-	owner          string
-	resume         bool
-	body, chatBody []byte
+	h                *Handler
+	r                *http.Request
+	req              *responses.Request
+	input            []responses.Item
+	own              int
+	owner            string
+	body, translated []byte
+	resp             *responses.Response
+	out              *responsesSink
+	// release gives back what the request charged against the bound of
+	// requests in flight.
+	release func()
 	// dropped is what of the request the upstream does not get.
 	dropped []responses.Drop
 }
@@ -169,70 +169,19 @@ func (h *Handler) prepareResponses(r *http.Request) (*responsesCall, error) {
 	if c.req, err = responses.ParseRequest(c.body); err != nil {
 		return nil, err
 	}
-	if c.resume, err = h.resumable(r, c.req.Stream); err != nil {
-		return nil, err
-	}
 	c.owner = h.responsesOwner(r)
 	if c.input, c.own, err = h.resolveInput(r.Context(), c.owner, c.req, int64(len(c.body))); err != nil {
 		return nil, err
 	}
 	t := h.responsesTarget(h.cfg.provider(c.req.Model))
-	if c.chatBody, err = responses.ChatBody(c.req, c.input, t); err != nil {
+	if c.translated, err = responses.ChatBody(c.req, c.input, t); err != nil {
 		return nil, err
 	}
 	c.dropped = c.req.Dropped(t)
-	if int64(len(c.chatBody)) > h.cfg.MaxBodyBytes {
-		return nil, h.conversationTooLarge(c.req, int64(len(c.chatBody)))
+	if int64(len(c.translated)) > h.cfg.MaxBodyBytes {
+		return nil, h.conversationTooLarge(c.req, int64(len(c.translated)))
 	}
 	return c, nil
-}
-
-// serveResponses serves POST /v1/responses: the request translated into
-// a chat completion request, served by the chat pipeline of proto (the
-// same auth, limits, fit, guard, retries, metrics and traces), its
-// answer translated back as it is written.
-func (h *Handler) serveResponses(w http.ResponseWriter, r *http.Request, proto string) {
-	c, err := h.prepareResponses(r)
-	if err != nil {
-		writeJSONError(w, chat.AsError(err))
-		return
-	}
-	// The request was charged for its own body: what the stored history
-	// and references add is charged too.
-	release, ok := h.chargeInflight(int64(len(c.chatBody) - len(c.body)))
-	if !ok {
-		w.Header().Set("Retry-After", "1")
-		writeJSONError(w, errBusy)
-		return
-	}
-	defer release()
-	h.reportDropped(w, r, "responses", c.dropped)
-	ctx := r.Context()
-	resp := responses.NewResponse(c.req)
-	resp.SealWith(h.sealer)
-	rw := newResponsesWriter(ctx, w, resp)
-	if c.resume {
-		// The stream outlives its client: translated, kept and stored to
-		// its end (see responsesLog).
-		var release func()
-		ctx, _, release = detach(ctx)
-		defer release()
-		rw.resume = &responsesLog{h: h, owner: c.owner}
-	}
-	if c.req.Stored() {
-		refs := c.req.References()
-		rw.onEnd = func(resp *responses.Response) { h.storeResponse(ctx, c.owner, resp, c.input, c.own, refs) }
-		if c.resume {
-			rw.onStart = rw.onEnd // read in_progress while it runs
-		}
-	}
-	// The chat pipeline keeps no log of its own: the door keeps the
-	// stream's, of the events its client reads.
-	cr := r.Clone(withDoorBody(ctx, c.body)) // its fields may name a session (proxy/session.go)
-	cr.Body, cr.ContentLength = io.NopCloser(bytes.NewReader(c.chatBody)), int64(len(c.chatBody))
-	cr.Header.Set("X-Phasegate-Resumable", "false")
-	h.serveChat(rw, cr, proto)
-	rw.close()
 }
 
 // resolveInput is the request's input with the stored history of its

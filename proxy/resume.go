@@ -55,16 +55,17 @@ func (h *Handler) streamKey(r *http.Request, id string) string {
 	return id
 }
 
-// startResumable opens the event log of a resumable stream and detaches
-// ctx from the client's connection: a client that leaves no longer ends
-// the request, REQUEST_TIMEOUT, a cancel or a shutdown still do. It
-// returns the sink to write to and the context to run under, and a
-// release func; a store that fails leaves the stream plain (out, ctx
-// unchanged), logged and counted.
-func (c *chatRequest) startResumable(ctx context.Context, out *streamSink) (sink, context.Context, func()) {
+// startResumable opens the log of a resumable stream, under the key its
+// door names, and detaches ctx from the client's connection: a client that
+// leaves no longer ends the request, REQUEST_TIMEOUT, a cancel or a
+// shutdown still do. It returns the door's sink inside the resumable
+// wrapper, the context to run under, and a release func; a store that
+// fails leaves the stream plain (the door's sink on sw, ctx unchanged),
+// logged and counted.
+func (c *chatRequest) startResumable(ctx context.Context, sw *sseWriter) (sink, context.Context, func()) {
 	h := c.h
-	key := h.streamKey(c.r, c.id)
-	if err := h.streams.Start(ctx, key, h.owner(c.r)); err != nil {
+	key, owner := c.in.logKey()
+	if err := h.streams.Start(ctx, key, owner); err != nil {
 		h.metrics.Resumable(metrics.ResumeDegraded)
 		switch {
 		case errors.Is(err, store.ErrExists):
@@ -77,15 +78,16 @@ func (c *chatRequest) startResumable(ctx context.Context, out *streamSink) (sink
 			c.log.Warn("shared store failed; stream served without resume", "error", err)
 		}
 		c.w.Header().Set("X-Phasegate-Resumable", "false")
-		return out, ctx, func() {}
+		return c.in.sink(c.w, sw, false), ctx, func() {}
 	}
 	h.metrics.Resumable(metrics.ResumeStarted)
 	c.w.Header().Set("X-Phasegate-Resumable", "true")
 	detached, cancel, release := detach(ctx)
 	unregister := h.running.add(key, cancel)
-	rec := startRecorder(h, key, c.log)
-	rs := &resumableSink{streamSink: out, rec: rec, ids: c.r.Header.Get("X-Phasegate-Event-Ids") == "true", maxBytes: h.cfg.Resume.MaxBytes}
-	return rs, detached, func() {
+	rec := startRecorder(h, key, c.log, c.door.end)
+	rw := &resumeWriter{sse: sw, rec: rec, ids: c.r.Header.Get("X-Phasegate-Event-Ids") == "true", maxBytes: h.cfg.Resume.MaxBytes, phase: -1}
+	c.resume = &resumable{sink: c.in.sink(c.w, rw, true), w: rw}
+	return c.resume, detached, func() {
 		rec.close()
 		unregister()
 		release()
@@ -144,11 +146,66 @@ func (r *running) cancel(id string) {
 	}
 }
 
-// resumableSink is the sink of a resumable stream: every data event is
-// numbered and kept, and written to the client while it is there. A
-// client that leaves does not end the stream; RESUME_MAX_BYTES does.
-type resumableSink struct {
-	*streamSink
+// resumable is the wrapper that makes any door's stream resumable. The
+// door's sink writes its events to a resumeWriter, which numbers and logs
+// each, byte for byte as the client reads it, and writes it to the client
+// while it is there: one log, of the door's own events, kept by one owner.
+// A client that leaves does not end the stream; RESUME_MAX_BYTES does.
+// The wrapper adds what only a resumable stream does: the phase each
+// event starts (for a resume from a phase), the end of a cancelled
+// stream, and the answer of one that failed before its first event.
+type resumable struct {
+	sink // the door's, writing to w
+	w    *resumeWriter
+	// first is the first chunk, for the header of a finish the gateway
+	// writes on a cancel; finished that a finish was written.
+	first    []byte
+	finished bool
+}
+
+func (s *resumable) chunk(data, ext []byte) error {
+	if s.first == nil {
+		s.first = bytes.Clone(data)
+	}
+	s.finished = s.finished || hasFinish(data)
+	meta := ext // the guard writes some chunks with their metadata in them
+	if meta == nil {
+		meta = data
+	}
+	if i, ok := phaseIndex(meta); ok {
+		s.w.phase = i
+	}
+	err := s.sink.chunk(data, ext)
+	s.w.phase = -1
+	return err
+}
+
+// cancelled ends a stream cancelled through the cancel route as the door
+// ends its streams: one finish, unless one was written, and its end.
+func (s *resumable) cancelled() {
+	if !s.finished {
+		var hdr chat.Chunk
+		if s.first != nil {
+			hdr, _ = chat.DecodeChunk(s.first)
+		}
+		stop := "stop"
+		out := chat.ChunkHeader{ID: hdr.ID, Created: hdr.Created, Model: hdr.Model}.NewChunk()
+		out.Choices = []chat.OutChoice{{Delta: chat.OutDelta{}, FinishReason: &stop}}
+		if b, err := json.Marshal(out); err == nil {
+			_ = s.sink.chunk(b, nil)
+		}
+	}
+	_ = s.sink.done()
+}
+
+// refused keeps the answer of a stream that failed before its first
+// event: a resume answers the error this client gets.
+func (s *resumable) refused(status int, body []byte) { s.w.rec.failed(status, body) }
+
+// resumeWriter is the eventWriter of a resumable stream: every event is
+// numbered and kept, and written to the client while it is there.
+type resumeWriter struct {
+	sse *sseWriter
 	rec *eventRecorder
 	// ids writes an "id: N" line before each event
 	// (X-Phasegate-Event-Ids: true).
@@ -158,10 +215,9 @@ type resumableSink struct {
 	maxBytes int64
 	// full reports that the kept events reached maxBytes.
 	full bool
-	// first is the first chunk, for the header of a finish the gateway
-	// writes on a cancel; finished that a finish was written.
-	first    []byte
-	finished bool
+	// phase is the phase index of the chunk being written, -1 when none:
+	// its first event starts that phase, if it is new.
+	phase int
 }
 
 // errResumeTooLarge ends a stream whose client left once its events
@@ -173,112 +229,60 @@ var (
 		Message: "this stream outgrew the events the gateway keeps for a resume (RESUME_MAX_BYTES); its later events were not kept"}
 )
 
-func (s *resumableSink) chunk(data, ext []byte) error {
-	if ext != nil {
-		s.ext = ext
-		data = chat.WithExtension(data, protocol.ExtensionKey, ext)
-	} else {
-		data = bytes.Clone(data)
-	}
-	if s.first == nil {
-		s.first = data
-	}
-	s.finished = s.finished || hasFinish(data)
-	return s.event(data, true)
-}
+func (w *resumeWriter) open(h http.Header) { w.sse.start(h) }
+func (w *resumeWriter) opened() bool       { return w.sse.started }
 
-func (s *resumableSink) done() error {
-	err := s.event([]byte(chat.Done), false)
-	s.flush()
-	return err
-}
-
-// flush writes what the writer gathered to the client, if there; a
-// failed write means the client left, not that the stream failed.
-func (s *resumableSink) flush() error {
-	if !s.gone {
-		s.clientFailed(s.w.flush())
-	}
-	return nil
-}
-
-func (s *resumableSink) finish() error { return s.flush() }
-
-func (s *resumableSink) comment(line []byte) error {
-	if s.gone {
-		return nil
-	}
-	s.streamSink.open()
-	s.clientFailed(s.w.comment(line))
-	return nil
-}
-
-func (s *resumableSink) fail(e *chat.Error) {
-	body := e.Body()
-	if s.ext != nil {
-		body = chat.WithExtension(body, protocol.ExtensionKey, s.ext)
-	}
-	_ = s.event(body, false)
-	_ = s.flush()
-}
-
-// event keeps one data event and writes it to the client, if there;
-// chunk tells that data is a chunk, which may carry phase metadata.
-func (s *resumableSink) event(data []byte, chunk bool) error {
-	n, kept := s.rec.add(data, chunk, s.maxBytes)
-	if !kept && !s.full {
+// event keeps one event and writes it to the client, if there.
+func (w *resumeWriter) event(b []byte) error {
+	n, kept := w.rec.add(bytes.Clone(b), w.phase, w.maxBytes)
+	w.phase = -1
+	if !kept && !w.full {
 		// The last event kept says why a resume ends here.
-		s.full = true
-		s.rec.keep(errResumeTooLargeEvent.Body())
-		s.rec.h.metrics.Resumable(metrics.ResumeTooLarge)
-		s.rec.log.Warn("resumable stream outgrew RESUME_MAX_BYTES; its later events are not kept", "max_bytes", s.maxBytes)
+		w.full = true
+		w.rec.keepEnding(errResumeTooLargeEvent)
+		w.rec.h.metrics.Resumable(metrics.ResumeTooLarge)
+		w.rec.log.Warn("resumable stream outgrew RESUME_MAX_BYTES; its later events are not kept", "max_bytes", w.maxBytes)
 	}
-	if s.gone {
-		if s.full {
+	if w.gone {
+		if w.full {
 			return errResumeTooLarge
 		}
 		return nil
 	}
-	s.streamSink.open()
-	if s.ids {
-		s.w.buf = append(append(s.w.buf, "id: "...), strconv.Itoa(n)...)
-		s.w.buf = append(s.w.buf, '\n')
+	w.sse.start(nil)
+	if w.ids {
+		w.sse.buf = append(append(w.sse.buf, "id: "...), strconv.Itoa(n)...)
+		w.sse.buf = append(w.sse.buf, '\n')
 	}
-	s.clientFailed(s.w.event(data))
+	w.clientFailed(w.sse.event(b))
+	return nil
+}
+
+// comment writes a comment to the client, if there; it is not kept.
+func (w *resumeWriter) comment(line []byte) error {
+	if !w.gone {
+		w.clientFailed(w.sse.comment(line))
+	}
+	return nil
+}
+
+// flush writes what was gathered to the client, if there; a failed write
+// means the client left, not that the stream failed.
+func (w *resumeWriter) flush() error {
+	if !w.gone {
+		w.clientFailed(w.sse.flush())
+	}
 	return nil
 }
 
 // clientFailed notes a failed write: the client left, the stream goes on.
-func (s *resumableSink) clientFailed(err error) {
-	if err != nil && !s.gone {
-		s.gone = true
-		s.rec.h.metrics.Resumable(metrics.ResumeClientGone)
-		s.rec.log.Info("client left a resumable stream; reading on for a resume")
+func (w *resumeWriter) clientFailed(err error) {
+	if err != nil && !w.gone {
+		w.gone = true
+		w.rec.h.metrics.Resumable(metrics.ResumeClientGone)
+		w.rec.log.Info("client left a resumable stream; reading on for a resume")
 	}
 }
-
-// cancelled ends a cancelled stream as streams end: one finish, unless
-// one was written, and [DONE].
-func (s *resumableSink) cancelled() bool {
-	if !s.finished {
-		var hdr chat.Chunk
-		if s.first != nil {
-			hdr, _ = chat.DecodeChunk(s.first)
-		}
-		stop := "stop"
-		out := chat.ChunkHeader{ID: hdr.ID, Created: hdr.Created, Model: hdr.Model}.NewChunk()
-		out.Choices = []chat.OutChoice{{Delta: chat.OutDelta{}, FinishReason: &stop}}
-		if b, err := json.Marshal(out); err == nil {
-			_ = s.event(b, false)
-		}
-	}
-	_ = s.done()
-	return true
-}
-
-// refused keeps the answer of a stream that failed before its first
-// event: a resume answers the error this client gets.
-func (s *resumableSink) refused(status int, body []byte) { s.rec.failed(status, body) }
 
 // eventRecorder numbers the events of a resumable stream and appends them
 // to the log in batches, from a goroutine of its own that close waits for:
@@ -288,14 +292,20 @@ func (s *resumableSink) refused(status int, body []byte) { s.rec.failed(status, 
 // later events are dropped, and the log ends with an in-band error
 // (resume_incomplete) and its end, so a resume ends rather than waits.
 type eventRecorder struct {
-	h     *Handler
-	id    string
-	log   *slog.Logger
-	n     int
-	bytes int64
-	ch    chan store.Event
-	done  chan struct{}
-	phase int
+	h   *Handler
+	id  string
+	log *slog.Logger
+	// ending is the door's (door.end): the log's own error, when it ends
+	// short, is written as the door writes it.
+	ending func(dst []byte, n int, e *chat.Error) []byte
+	n      int
+	// kept is the position of the last event kept (the stream's
+	// goroutine's); stored that of the last the store took (run's).
+	kept, stored int
+	bytes        int64
+	ch           chan store.Event
+	done         chan struct{}
+	phase        int
 	// full reports that an event was not kept: RESUME_MAX_BYTES.
 	full bool
 	// lost, when set, is why some events were not kept, other than a
@@ -317,35 +327,38 @@ func (r *eventRecorder) failed(status int, body []byte) {
 	}
 }
 
-func startRecorder(h *Handler, id string, log *slog.Logger) *eventRecorder {
-	r := &eventRecorder{h: h, id: id, log: log, ch: make(chan store.Event, 1024), done: make(chan struct{}), phase: -1}
+func startRecorder(h *Handler, id string, log *slog.Logger, ending func([]byte, int, *chat.Error) []byte) *eventRecorder {
+	r := &eventRecorder{h: h, id: id, log: log, ending: ending, ch: make(chan store.Event, 1024), done: make(chan struct{}), phase: -1}
 	go r.run()
 	return r
 }
 
-// add numbers and queues one event; false when it would pass maxBytes,
-// and is not kept.
-func (r *eventRecorder) add(data []byte, chunk bool, maxBytes int64) (int, bool) {
+// add numbers and queues one event, which starts phase when that is a
+// phase index other than the last one's (-1: none); false when it would
+// pass maxBytes, and is not kept.
+func (r *eventRecorder) add(data []byte, phase int, maxBytes int64) (int, bool) {
 	r.n++
 	ev := store.Event{N: r.n, Data: data}
-	if i, ok := phaseIndex(data); chunk && ok && i != r.phase {
-		r.phase = i
-		ev.PhaseStart, ev.PhaseIndex = true, i
+	if phase >= 0 && phase != r.phase {
+		r.phase = phase
+		ev.PhaseStart, ev.PhaseIndex = true, phase
 	}
 	if r.full || r.bytes+int64(len(data)) > maxBytes {
 		r.full = true // nothing after a gap is kept
 		return r.n, false
 	}
 	r.bytes += int64(len(data))
+	r.kept = r.n
 	r.ch <- ev
 	return r.n, true
 }
 
-// keep queues one last event past maxBytes, unnumbered by the stream's
-// own events (it takes the next position).
-func (r *eventRecorder) keep(data []byte) {
+// keepEnding queues, past maxBytes, one last event: the door's ending
+// with e, at the next position.
+func (r *eventRecorder) keepEnding(e *chat.Error) {
 	r.n++
-	r.ch <- store.Event{N: r.n, Data: data}
+	r.ch <- store.Event{N: r.n, Data: r.ending(nil, r.kept+1, e)}
+	r.kept = r.n
 }
 
 // close queues the end and waits for every event to be stored (or
@@ -425,7 +438,7 @@ func (r *eventRecorder) end(ctx context.Context, pending []store.Event, broken b
 		lost = errResumeIncomplete
 	}
 	r.n++
-	r.appendRetrying(ctx, []store.Event{{N: r.n, Data: lost.Body()}}, true, time.Now().Add(storeRetryFor))
+	r.appendRetrying(ctx, []store.Event{{N: r.n, Data: r.ending(nil, r.stored+1, lost)}}, true, time.Now().Add(storeRetryFor))
 }
 
 // fail stores the error of a stream that failed before its first event,
@@ -568,6 +581,9 @@ func (r *eventRecorder) collect(batch []store.Event) []store.Event {
 // append stores a batch.
 func (r *eventRecorder) append(ctx context.Context, batch []store.Event, end bool) error {
 	err := r.h.streams.Append(ctx, r.id, batch, end)
+	if err == nil && len(batch) > 0 {
+		r.stored = batch[len(batch)-1].N
+	}
 	if err != nil && !errors.Is(err, store.ErrFull) && !errors.Is(err, store.ErrNotFound) {
 		r.log.Debug("shared store failed to take events; they are sent again", "events", len(batch), "error", err)
 	}
@@ -601,10 +617,6 @@ func phaseIndex(chunk []byte) (int, bool) {
 	n, err := strconv.Atoi(string(chunk[v:end]))
 	return n, err == nil
 }
-
-// event writes one event whose data is b after what s.buf already holds
-// (an id line of the same event).
-func (s *sseWriter) event(b []byte) error { return s.data(b) }
 
 // followWait is how long one read of a stream's log waits for an event
 // before the follower checks the stream is still there.

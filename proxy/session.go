@@ -251,24 +251,19 @@ func sessionScope(r *http.Request, project string, keys bool) string {
 // sessionKey is the store's key of session id in scope.
 func sessionKey(scope, id string) string { return scope + ":" + id }
 
-// doorBodyKey is the context key of the body a front door read.
-type doorBodyKey struct{}
-
-// withDoorBody marks ctx with the body a front door read, whose fields
-// may name the request's session: the chat request the door made of it
-// has only the fields it translated.
-func withDoorBody(ctx context.Context, body []byte) context.Context {
-	return context.WithValue(ctx, doorBodyKey{}, body)
-}
+// clientBodied is a door's request whose client body is not the chat
+// request the door made of it, which has only the fields it translated.
+type clientBodied interface{ clientBody() []byte }
 
 // sessionFields reads the top-level fields of the request as its client
 // sent it: the front door's body, else the chat request's own. The body is
 // decoded once, when a field is first asked for.
 func (c *chatRequest) sessionFields() session.Fields {
-	body, ok := c.r.Context().Value(doorBodyKey{}).([]byte)
+	in, ok := c.in.(clientBodied)
 	if !ok {
 		return c.x.Request.Field
 	}
+	body := in.clientBody()
 	var top map[string]json.RawMessage
 	decoded := false
 	return func(name string) (json.RawMessage, bool) {

@@ -22,15 +22,8 @@ type sseWriter struct {
 	rc       *http.ResponseController
 	started  bool
 	coalesce bool
-	// named writes replayed events as Responses events, each with its
-	// event: line (see replay); seq is the sequence number of the next.
-	named bool
-	seq   int
-	// endedInError tells that the last event replayed was an in-band
-	// error: a log that ends with its own error has no [DONE] after it.
-	endedInError bool
-	buf          []byte // events not yet written
-	err          error
+	buf      []byte // events not yet written
+	err      error
 }
 
 func newSSEWriter(w http.ResponseWriter) *sseWriter {
@@ -54,17 +47,34 @@ func (s *sseWriter) start(upstream http.Header) {
 	s.w.WriteHeader(http.StatusOK)
 }
 
-// data writes one event whose data is b. A newline in b starts another
-// data line of the same event, as the SSE format requires.
+// data writes one event whose data is b (see appendData).
 func (s *sseWriter) data(b []byte) error {
 	s.start(nil)
-	s.buf = append(s.buf, "data: "...)
+	s.buf = appendData(s.buf, b)
+	return s.queued()
+}
+
+// appendData appends the event whose data is b. A newline in b starts
+// another data line of the same event, as the SSE format requires.
+func appendData(dst, b []byte) []byte {
+	dst = append(dst, "data: "...)
 	if bytes.IndexByte(b, '\n') < 0 {
-		s.buf = append(s.buf, b...)
+		dst = append(dst, b...)
 	} else {
-		s.buf = append(s.buf, bytes.ReplaceAll(b, []byte("\n"), []byte("\ndata: "))...)
+		dst = append(dst, bytes.ReplaceAll(b, []byte("\n"), []byte("\ndata: "))...)
 	}
-	s.buf = append(s.buf, '\n', '\n')
+	return append(dst, '\n', '\n')
+}
+
+// open, opened and event make an sseWriter the eventWriter of a door's
+// sink.
+func (s *sseWriter) open(h http.Header) { s.start(h) }
+func (s *sseWriter) opened() bool       { return s.started }
+
+// event writes one whole event, b, as it is.
+func (s *sseWriter) event(b []byte) error {
+	s.start(nil)
+	s.buf = append(s.buf, b...)
 	return s.queued()
 }
 

@@ -27,6 +27,7 @@ const (
 	attrOutputTokens = attribute.Key("gen_ai.usage.output_tokens")
 	attrRequestID    = attribute.Key("phasegate.request_id")
 	attrProtocol     = attribute.Key("phasegate.protocol")
+	attrDoor         = attribute.Key("phasegate.door")
 	attrEstimated    = attribute.Key("phasegate.usage.estimated")
 	attrErrorType    = attribute.Key("error.type")
 	attrStatusCode   = attribute.Key("http.response.status_code")
@@ -52,12 +53,14 @@ type requestTrace struct {
 
 // startTrace starts the span of a client request, a child of the
 // client's own trace when its headers carry one, and returns its context.
+// The span names the door the request came by (phasegate.door); its
+// operation is chat whichever door, as the upstream call's is.
 func (c *chatRequest) startTrace(ctx context.Context) context.Context {
 	h := c.h
 	ctx = h.propagator.Extract(ctx, propagation.HeaderCarrier(c.r.Header))
 	var span trace.Span
 	ctx, span = h.otel.Start(ctx, "chat", trace.WithSpanKind(trace.SpanKindServer), trace.WithAttributes(
-		attrOperation.String("chat"), attrProtocol.String(c.strategy.Name()), attrRequestID.String(c.id)))
+		attrOperation.String("chat"), attrDoor.String(c.door.name), attrProtocol.String(c.strategy.Name()), attrRequestID.String(c.id)))
 	c.trace = &requestTrace{tracer: h.otel, span: span}
 	return ctx
 }

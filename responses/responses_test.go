@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -192,7 +193,7 @@ func TestStreamEvents(t *testing.T) {
 		`{"choices":[{"index":0,"delta":{},"finish_reason":"tool_calls"}]}`,
 		`{"choices":[],"usage":{"prompt_tokens":10,"completion_tokens":5,"total_tokens":15,"prompt_cache_hit_tokens":4,"completion_tokens_details":{"reasoning_tokens":2}},"phasegate":{"usage_estimated":true}}`,
 	} {
-		if b, err = s.Chunk(b, []byte(c)); err != nil {
+		if b, err = s.Chunk(b, []byte(c), nil); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -246,7 +247,7 @@ func TestStreamEvents(t *testing.T) {
 func TestStreamEndings(t *testing.T) {
 	r, _ := responses.ParseRequest([]byte(`{"model":"m","input":"hi","stream":true}`))
 	s := responses.NewStream(responses.NewResponse(r))
-	b, _ := s.Chunk(s.Start(nil), []byte(`{"choices":[{"index":0,"delta":{"content":"Hi"},"finish_reason":"length"}]}`))
+	b, _ := s.Chunk(s.Start(nil), []byte(`{"choices":[{"index":0,"delta":{"content":"Hi"},"finish_reason":"length"}]}`), nil)
 	evs := parseEvents(t, s.End(b))
 	last := evs[len(evs)-1]
 	if last.name != "response.incomplete" || last.data["response"].(map[string]any)["incomplete_details"].(map[string]any)["reason"] != "max_output_tokens" {
@@ -254,8 +255,8 @@ func TestStreamEndings(t *testing.T) {
 	}
 
 	s = responses.NewStream(responses.NewResponse(r))
-	b, _ = s.Chunk(s.Start(nil), []byte(`{"choices":[{"index":0,"delta":{"content":"Hi"}}]}`))
-	b, _ = s.Chunk(b, []byte(`{"error":{"message":"upstream gone","type":"upstream_error","param":null,"code":"upstream_truncated"}}`))
+	b, _ = s.Chunk(s.Start(nil), []byte(`{"choices":[{"index":0,"delta":{"content":"Hi"}}]}`), nil)
+	b, _ = s.Chunk(b, []byte(`{"error":{"message":"upstream gone","type":"upstream_error","param":null,"code":"upstream_truncated"}}`), nil)
 	b = s.End(b) // nothing after the failure
 	evs = parseEvents(t, b)
 	if d := cmp.Diff([]string{"error", "response.failed"}, names(evs[len(evs)-2:])); d != "" {
@@ -263,6 +264,80 @@ func TestStreamEndings(t *testing.T) {
 	}
 	if e := evs[len(evs)-2].data; e["code"] != "upstream_truncated" || e["message"] != "upstream gone" {
 		t.Errorf("error event = %v", e)
+	}
+}
+
+// Events yields each event a call made, whole and in order, without
+// reading the text again: together they are the bytes appended, each one
+// event of its own.
+func TestStreamEventsApart(t *testing.T) {
+	r, _ := responses.ParseRequest([]byte(`{"model":"m","input":"hi","stream":true}`))
+	s := responses.NewStream(responses.NewResponse(r))
+	var all []byte
+	n := 0
+	for _, step := range []func([]byte) []byte{
+		s.Start,
+		func(b []byte) []byte {
+			out, _ := s.Chunk(b, []byte(`{"choices":[{"index":0,"delta":{"content":"a\n\nb"}}]}`), nil)
+			return out
+		},
+		func(b []byte) []byte {
+			out, _ := s.Chunk(b, []byte(`{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"c","function":{"name":"f","arguments":"{}"}}]}}]}`), nil)
+			return out
+		},
+		s.End,
+	} {
+		out := step(nil)
+		var joined []byte
+		for ev := range s.Events(out) {
+			if !strings.HasPrefix(string(ev), "event: ") || strings.Index(string(ev), "\n\n") != len(ev)-2 {
+				t.Fatalf("event %q is not one whole event", ev)
+			}
+			if !strings.Contains(string(ev), fmt.Sprintf(`"sequence_number":%d,`, n)) {
+				t.Errorf("event %d is %q", n, ev)
+			}
+			n++
+			joined = append(joined, ev...)
+		}
+		if string(joined) != string(out) {
+			t.Errorf("events joined = %q, want %q", joined, out)
+		}
+		all = append(all, out...)
+	}
+	if got := len(parseEvents(t, all)); got != n {
+		t.Errorf("%d events yielded, %d written", n, got)
+	}
+	for range s.Events(nil) {
+		t.Error("Events yields events a second time")
+	}
+}
+
+// The gateway's extension marks estimated usage as the same member in the
+// chunk does: the response tells it.
+func TestStreamExtensionEstimated(t *testing.T) {
+	for _, tc := range []struct {
+		name, data, ext string
+		want            bool
+	}{
+		{"in the extension", `{"choices":[],"usage":{"prompt_tokens":1,"completion_tokens":2,"total_tokens":3}}`, `{"phase":"complete","usage_estimated":true}`, true},
+		{"extension without it", `{"choices":[],"usage":{"prompt_tokens":1,"completion_tokens":2,"total_tokens":3}}`, `{"phase":"complete"}`, false},
+		{"extension over the chunk's", `{"choices":[],"usage":{"prompt_tokens":1,"completion_tokens":2,"total_tokens":3},"phasegate":{"usage_estimated":true}}`, `{"usage_estimated":false}`, false},
+		{"chunk's kept", `{"choices":[],"usage":{"prompt_tokens":1,"completion_tokens":2,"total_tokens":3},"phasegate":{"usage_estimated":true}}`, `{"phase":"complete"}`, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r, _ := responses.ParseRequest([]byte(`{"model":"m","input":"hi","stream":true}`))
+			s := responses.NewStream(responses.NewResponse(r))
+			b, err := s.Chunk(s.Start(nil), []byte(tc.data), []byte(tc.ext))
+			if err != nil {
+				t.Fatal(err)
+			}
+			evs := parseEvents(t, s.End(b))
+			final := evs[len(evs)-1].data["response"].(map[string]any)
+			pg, _ := final["phasegate"].(map[string]any)
+			if got := pg["usage_estimated"] == true; got != tc.want {
+				t.Errorf("usage_estimated = %v, want %v (%v)", got, tc.want, final)
+			}
+		})
 	}
 }
 

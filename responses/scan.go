@@ -114,11 +114,14 @@ func (f *chunkFields) phasegate(s *chunkScan) {
 			s.skip(key, "usage_estimated")
 			return
 		}
-		v := s.Value()
-		if string(v) != "true" && string(v) != "false" && string(v) != "null" {
+		// null leaves the value as it was, as encoding/json does.
+		switch v := s.Value(); string(v) {
+		case "true", "false":
+			f.estimated = string(v) == "true"
+		case "null":
+		default:
 			s.slow = true
 		}
-		f.estimated = string(v) == "true"
 	})
 }
 
@@ -191,4 +194,24 @@ func decodeChunk(data []byte) (chunkFields, error) {
 		}
 	}
 	return f, nil
+}
+
+// extensionEstimated reads usage_estimated from ext, the gateway's
+// extension of a chunk, as it would be read from the chunk with ext added
+// as its last phasegate member: ext's value when it has one, else
+// estimated, what the chunk itself said.
+func extensionEstimated(ext []byte, estimated bool) (bool, error) {
+	var f chunkFields
+	f.estimated = estimated
+	s := &chunkScan{Walker: jsonscan.Walk(ext)}
+	f.phasegate(s)
+	s.End()
+	if s.Err() == nil && !s.leaves() {
+		return f.estimated, nil
+	}
+	g := gatewayView{UsageEstimated: estimated}
+	if err := json.Unmarshal(ext, &g); err != nil {
+		return estimated, err
+	}
+	return g.UsageEstimated, nil
 }

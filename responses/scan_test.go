@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/phasegate/phasegate/chat"
 )
 
 // The scanner reads what encoding/json reads, or leaves the chunk to it:
@@ -76,6 +78,38 @@ func FuzzScanChunkHead(f *testing.F) {
 		opt := cmp.Comparer(func(a, b []byte) bool { return bytes.Equal(a, b) })
 		if d := cmp.Diff(want, got, cmp.AllowUnexported(chunkFields{}, callDelta{}), opt); d != "" {
 			t.Fatalf("scan differs from decode (-decode +scan):\n%s", d)
+		}
+	})
+}
+
+// A chunk and the gateway's extension read as the chunk with the
+// extension added as its last phasegate member reads: what the chat route
+// writes and the Responses door translates are the same chunk.
+func FuzzScanChunkExtension(f *testing.F) {
+	for _, tc := range [][2]string{
+		{`{"choices":[],"usage":{"prompt_tokens":1}}`, `{"phase":"complete","usage_estimated":true}`},
+		{`{"choices":[],"usage":{"prompt_tokens":1},"phasegate":{"usage_estimated":true}}`, `{"phase":"complete"}`},
+		{`{"choices":[],"phasegate":{"usage_estimated":true}}`, `{"usage_estimated":null}`},
+		{`{"choices":[{"delta":{"content":"x"}}]}`, `{"usage_est\u0069mated":true}`},
+		{`{"choices":[]}`, `{"usage_estimated":1}`},
+	} {
+		f.Add([]byte(tc[0]), []byte(tc[1]))
+	}
+	f.Fuzz(func(t *testing.T, data, ext []byte) {
+		var probe map[string]json.RawMessage
+		if json.Unmarshal(ext, &probe) != nil {
+			return // the guard's extension is always an object
+		}
+		want, werr := decodeChunk(chat.WithExtension(data, "phasegate", ext))
+		got, gerr := scanChunk(data, nil)
+		if gerr == nil {
+			got.estimated, gerr = extensionEstimated(ext, got.estimated)
+		}
+		if werr != nil || gerr != nil {
+			return // FuzzScanChunk holds the two to the same errors
+		}
+		if want.estimated != got.estimated {
+			t.Fatalf("estimated = %v, want %v as read from the chunk with its extension", got.estimated, want.estimated)
 		}
 	})
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"iter"
 	"strconv"
 
 	"github.com/phasegate/phasegate/chat"
@@ -11,8 +12,9 @@ import (
 
 // Stream translates one chat completion stream into the Responses event
 // sequence. Each method appends the events it makes to dst, each with its
-// event: line and the next sequence_number, and returns it. It is owned
-// by one request.
+// event: line and the next sequence_number, and returns it; Events then
+// tells them apart without reading them again. It is owned by one
+// request.
 type Stream struct {
 	r   *Response
 	seq int
@@ -26,6 +28,9 @@ type Stream struct {
 	// head is what the chunks of the stream repeat before "choices" (see
 	// scanChunk).
 	head []byte
+	// starts are the offsets in dst at which each event made since the
+	// last call to Events starts.
+	starts []int
 }
 
 // NewStream returns the translator of the stream that builds r.
@@ -41,6 +46,7 @@ func (s *Stream) Ended() bool { return s.ended }
 // its sequence_number; the caller appends the rest and closes it with
 // eventEnd.
 func (s *Stream) event(dst []byte, typ string) []byte {
+	s.starts = append(s.starts, len(dst))
 	dst = append(append(append(dst, "event: "...), typ...), "\ndata: {\"type\":\""...)
 	dst = append(append(dst, typ...), `","sequence_number":`...)
 	dst = strconv.AppendInt(dst, int64(s.seq), 10)
@@ -49,6 +55,27 @@ func (s *Stream) event(dst []byte, typ string) []byte {
 }
 
 func eventEnd(dst []byte) []byte { return append(dst, "}\n\n"...) }
+
+// Events yields, one at a time, the events the Stream appended to out
+// since the last call to Events, and forgets them. out is the dst they
+// were appended to, from its start: a writer that numbers or keeps each
+// event (a resumable stream's log) takes them from here, never by
+// splitting the text again.
+func (s *Stream) Events(out []byte) iter.Seq[[]byte] {
+	return func(yield func([]byte) bool) {
+		starts := s.starts
+		s.starts = s.starts[:0]
+		for i, at := range starts {
+			end := len(out)
+			if i+1 < len(starts) {
+				end = starts[i+1]
+			}
+			if at > end || end > len(out) || !yield(out[at:end]) {
+				return
+			}
+		}
+	}
+}
 
 // itemRef appends ,"item_id":…,"output_index":… of item i.
 func (s *Stream) itemRef(dst []byte, i int) []byte {
@@ -85,12 +112,20 @@ func inner(raw json.RawMessage) []byte {
 	return raw[1 : len(raw)-1]
 }
 
-// Chunk appends the events of one chunk's data. An in-band error (data
+// Chunk appends the events of one chat.completion.chunk: its data, and
+// ext, when set, the gateway's extension the guard gave it (the value of
+// its phasegate member, which the chat route adds to the chunk it
+// writes; its usage_estimated marks the usage). An in-band error (data
 // holding "error") ends the stream as Fail does.
-func (s *Stream) Chunk(dst, data []byte) ([]byte, error) {
+func (s *Stream) Chunk(dst, data, ext []byte) ([]byte, error) {
 	c, err := scanChunk(data, &s.head)
 	if err != nil {
 		return dst, fmt.Errorf("decode chunk: %w", err)
+	}
+	if ext != nil {
+		if c.estimated, err = extensionEstimated(ext, c.estimated); err != nil {
+			return dst, fmt.Errorf("decode chunk extension: %w", err)
+		}
 	}
 	if len(c.err) > 0 && !isNull(c.err) {
 		var e chat.Error
