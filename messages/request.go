@@ -107,10 +107,11 @@ func translate(body []byte, c Config, count bool) (*Translation, error) {
 	if err := checkShape(body, c.Limits); err != nil {
 		return nil, err
 	}
-	fields, err := topFields(body)
+	req, err := readRequest(body)
 	if err != nil {
 		return nil, err
 	}
+	fields := req.fields
 	b := &builder{cfg: c, count: count}
 	for k := range fields {
 		if !topLevel[k] {
@@ -127,36 +128,16 @@ func translate(body []byte, c Config, count bool) (*Translation, error) {
 	if err := b.system(fields["system"]); err != nil {
 		return nil, err
 	}
-	if err := b.messages(fields["messages"]); err != nil {
+	if err := b.messages(req); err != nil {
 		return nil, err
 	}
 	if err := b.tools(fields["tools"], fields["tool_choice"], out); err != nil {
 		return nil, err
 	}
 	out.Messages = b.msgs
-	t := &Translation{Body: out.appendJSON(nil), Dropped: b.dropped.list(), Stream: out.Stream,
+	t := &Translation{Body: out.appendJSON(make([]byte, 0, len(body)+len(body)/8+256)), Dropped: b.dropped.list(), Stream: out.Stream,
 		Reply: Reply{Model: out.Model, StopSequences: out.Stop}}
 	return t, nil
-}
-
-// topFields decodes the request object's members, raw. Keys match
-// exactly, as the chat route's do.
-func topFields(body []byte) (map[string]json.RawMessage, error) {
-	trimmed := bytes.TrimSpace(body)
-	if len(trimmed) == 0 {
-		return nil, chat.InvalidRequest("model", "the request body is empty: send a JSON object with \"model\", \"max_tokens\" and \"messages\"")
-	}
-	if trimmed[0] != '{' {
-		if !json.Valid(trimmed) {
-			return nil, chat.InvalidRequest("", "the request body is not valid JSON")
-		}
-		return nil, chat.InvalidRequest("", "request body must be a JSON object")
-	}
-	var fields map[string]json.RawMessage
-	if err := json.Unmarshal(trimmed, &fields); err != nil {
-		return nil, chat.InvalidRequest("", "the request body is not valid JSON: %v", err)
-	}
-	return fields, nil
 }
 
 // builder gathers the chat request as the translation goes.

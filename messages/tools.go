@@ -13,7 +13,7 @@ func (b *builder) system(raw json.RawMessage) error {
 	if isNull(raw) {
 		return nil
 	}
-	bls, err := blocks(raw, "system")
+	bls, err := blocksOf(raw, "system")
 	if err != nil {
 		return err
 	}
@@ -44,7 +44,8 @@ var toolFields = map[string]bool{"type": true, "name": true, "description": true
 func (b *builder) tools(raw, choice json.RawMessage, out *chatRequest) error {
 	var list []map[string]json.RawMessage
 	if !isNull(raw) {
-		if err := decodeRaw(raw, "tools", &list); err != nil {
+		var err error
+		if list, err = objectsOf(raw, "tools"); err != nil {
 			return err
 		}
 	}
