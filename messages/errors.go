@@ -6,18 +6,21 @@ import (
 	"github.com/phasegate/phasegate/chat"
 )
 
-// Error types, as the Messages API spells them.
+// ErrorType is the type of an error, as the Messages API spells it.
+type ErrorType string
+
+// Error types.
 const (
-	ErrInvalidRequest = "invalid_request_error"
-	ErrAuthentication = "authentication_error"
-	ErrBilling        = "billing_error"
-	ErrPermission     = "permission_error"
-	ErrNotFound       = "not_found_error"
-	ErrTooLarge       = "request_too_large"
-	ErrRateLimit      = "rate_limit_error"
-	ErrAPI            = "api_error"
-	ErrTimeout        = "timeout_error"
-	ErrOverloaded     = "overloaded_error"
+	TypeInvalidRequest ErrorType = "invalid_request_error"
+	TypeAuthentication ErrorType = "authentication_error"
+	TypeBilling        ErrorType = "billing_error"
+	TypePermission     ErrorType = "permission_error"
+	TypeNotFound       ErrorType = "not_found_error"
+	TypeTooLarge       ErrorType = "request_too_large"
+	TypeRateLimit      ErrorType = "rate_limit_error"
+	TypeAPI            ErrorType = "api_error"
+	TypeTimeout        ErrorType = "timeout_error"
+	TypeOverloaded     ErrorType = "overloaded_error"
 )
 
 // StatusOverloaded is the status Anthropic answers when it is
@@ -28,34 +31,34 @@ const StatusOverloaded = 529
 // answers for an error the gateway answers with status: 503 becomes
 // Anthropic's 529 overloaded_error; any other status stays, typed by
 // its class where Anthropic has no type of its own for it.
-func ErrorStatus(status int) (int, string) {
+func ErrorStatus(status int) (int, ErrorType) {
 	switch status {
 	case http.StatusBadRequest:
-		return status, ErrInvalidRequest
+		return status, TypeInvalidRequest
 	case http.StatusUnauthorized:
-		return status, ErrAuthentication
+		return status, TypeAuthentication
 	case http.StatusPaymentRequired:
-		return status, ErrBilling
+		return status, TypeBilling
 	case http.StatusForbidden:
-		return status, ErrPermission
+		return status, TypePermission
 	case http.StatusNotFound:
-		return status, ErrNotFound
+		return status, TypeNotFound
 	case http.StatusRequestEntityTooLarge:
-		return status, ErrTooLarge
+		return status, TypeTooLarge
 	case http.StatusTooManyRequests:
-		return status, ErrRateLimit
+		return status, TypeRateLimit
 	case http.StatusGatewayTimeout:
-		return status, ErrTimeout
+		return status, TypeTimeout
 	case http.StatusServiceUnavailable, StatusOverloaded:
-		return StatusOverloaded, ErrOverloaded
+		return StatusOverloaded, TypeOverloaded
 	}
 	if status >= 400 && status < 500 {
-		return status, ErrInvalidRequest
+		return status, TypeInvalidRequest
 	}
 	if status < 500 || status > 599 {
 		status = http.StatusInternalServerError
 	}
-	return status, ErrAPI
+	return status, TypeAPI
 }
 
 // message is what the client reads of e. A prompt the model's window
@@ -70,14 +73,14 @@ func message(e *chat.Error) string {
 }
 
 // appendError appends the error object {"type":"error","error":{...}}.
-func appendError(dst []byte, typ string, e *chat.Error) []byte {
+func appendError(dst []byte, typ ErrorType, e *chat.Error) []byte {
 	dst = append(append(append(dst, `{"type":"error","error":{"type":"`...), typ...), `","message":`...)
 	return append(appendString(dst, message(e)), "}}"...)
 }
 
 // errorStatus is ErrorStatus of e's status. An error read back from a
 // chunk has none: its type and code say what it was.
-func errorStatus(e *chat.Error) (int, string) {
+func errorStatus(e *chat.Error) (int, ErrorType) {
 	if e.Status != 0 {
 		return ErrorStatus(e.Status)
 	}
