@@ -68,8 +68,11 @@ func (b *builder) messages(req *request) error {
 	roles := make([]string, len(msgs))
 	for i, m := range msgs {
 		roles[i], _ = stringOf(m.role)
-		if roles[i] != "user" && roles[i] != "assistant" {
-			return chat.InvalidRequest(fmt.Sprintf("messages[%d].role", i), "messages[%d].role must be user or assistant, not %s", i, m.role)
+		switch {
+		case isNull(m.role):
+			return chat.InvalidRequest(fmt.Sprintf("messages[%d].role", i), "missing required parameter: messages[%d].role", i)
+		case roles[i] != "user" && roles[i] != "assistant":
+			return chat.InvalidRequest(fmt.Sprintf("messages[%d].role", i), "messages[%d].role must be user or assistant, not %s", i, brief(m.role))
 		}
 		if !m.hasContent {
 			return chat.InvalidRequest(fmt.Sprintf("messages[%d].content", i), "missing required parameter: messages[%d].content", i)
@@ -180,7 +183,7 @@ func (b *builder) image(bl *block, param string) ([]byte, error) {
 	case "url":
 		url = src.URL
 	default:
-		e := chat.InvalidRequest(param+".source.type", "image sources of type %q are not supported by this gateway: send the image as base64 or by url (it holds no files)", src.Type)
+		e := chat.InvalidRequest(param+".source.type", "image sources of type %q are not supported by this gateway: send the image as base64 or by url (it holds no files)", short(src.Type))
 		e.Code = "unsupported_parameter"
 		return nil, e
 	}

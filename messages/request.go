@@ -4,8 +4,9 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"maps"
 	"reflect"
-	"sort"
+	"slices"
 
 	"github.com/phasegate/phasegate/chat"
 )
@@ -113,9 +114,9 @@ func translate(body []byte, c Config, count bool) (*Translation, error) {
 	}
 	fields := req.fields
 	b := &builder{cfg: c, count: count}
-	for k := range fields {
+	for _, k := range slices.Sorted(maps.Keys(fields)) {
 		if !topLevel[k] {
-			b.drop(k)
+			b.drop(k) // in order, so that which are named past maxDropped is stable
 		}
 	}
 	out := &chatRequest{}
@@ -244,7 +245,7 @@ func (b *builder) thinking(raw json.RawMessage, out *chatRequest) error {
 	case "disabled":
 		mode = "disabled"
 	default:
-		return chat.InvalidRequest("thinking.type", "thinking.type must be enabled, adaptive or disabled, got %q", t.Type)
+		return chat.InvalidRequest("thinking.type", "thinking.type must be enabled, adaptive or disabled, got %q", short(t.Type))
 	}
 	if !b.cfg.DeepSeek || b.count {
 		if !b.count {
@@ -316,6 +317,23 @@ func jsonKind(raw json.RawMessage) string {
 	return "a number"
 }
 
+// brief is raw for an error message: a short string as it is, anything
+// else by its kind.
+func brief(raw json.RawMessage) string {
+	if isString(raw) && len(raw) <= 42 {
+		return string(raw)
+	}
+	return jsonKind(raw)
+}
+
+// short is s cut to 40 bytes, for an error message.
+func short(s string) string {
+	if len(s) > 40 {
+		return s[:40] + "…"
+	}
+	return s
+}
+
 // maxDropped bounds the names of Translation.Dropped, so that a request
 // with any number of unknown fields makes a header of bounded size.
 const maxDropped = 32
@@ -341,12 +359,7 @@ func (n *names) list() []string {
 	if len(n.set) == 0 {
 		return nil
 	}
-	out := make([]string, 0, len(n.set))
-	for k := range n.set {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
+	return slices.Sorted(maps.Keys(n.set))
 }
 
 // safeName is name with every byte that is not a letter, a digit or one

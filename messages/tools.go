@@ -73,7 +73,7 @@ func (b *builder) tools(raw, choice json.RawMessage, out *chatRequest) error {
 // hosted drops, or refuses, a tool Anthropic runs on its platform.
 func (b *builder) hosted(typ, param string) error {
 	if b.cfg.HostedTools == HostedRefuse {
-		e := chat.InvalidRequest(param+".type", "tools of type %q run on Anthropic's platform, which this gateway's upstream is not: declare custom tools only (this gateway refuses hosted tools; its operator can set it to drop them)", typ)
+		e := chat.InvalidRequest(param+".type", "tools of type %q run on Anthropic's platform, which this gateway's upstream is not: declare custom tools only (this gateway refuses hosted tools; its operator can set it to drop them)", short(typ))
 		e.Code = "unsupported_parameter"
 		return e
 	}
@@ -139,7 +139,7 @@ func (b *builder) toolChoice(raw json.RawMessage, out *chatRequest) error {
 		}
 		out.ToolChoice = append(append([]byte(`{"type":"function","function":{"name":`), c.Name...), "}}"...)
 	default:
-		return chat.InvalidRequest("tool_choice.type", "tool_choice.type must be auto, any, tool or none, got %q", c.Type)
+		return chat.InvalidRequest("tool_choice.type", "tool_choice.type must be auto, any, tool or none, got %q", short(c.Type))
 	}
 	if len(out.Tools) == 0 {
 		out.ToolChoice = nil
