@@ -1,6 +1,8 @@
 package messages
 
 import (
+	"encoding/json"
+	"fmt"
 	"net/http"
 
 	"github.com/phasegate/phasegate/chat"
@@ -101,6 +103,25 @@ func errorStatus(e *chat.Error) (int, ErrorType) {
 func ErrorResponse(e *chat.Error) (int, []byte) {
 	status, typ := errorStatus(e)
 	return status, appendError(nil, typ, e)
+}
+
+// ErrorBody returns the status and the body, in the Messages API's
+// shape, of an error answered with status and an OpenAI-style body
+// ({"error":{"message",…}}): what an upstream or the chat pipeline wrote.
+// A body that says no message is said by its status.
+func ErrorBody(status int, body []byte) (int, []byte) {
+	var v struct {
+		Error *chat.Error `json:"error"`
+	}
+	e := &chat.Error{}
+	if json.Unmarshal(body, &v) == nil && v.Error != nil {
+		e = v.Error
+	}
+	e.Status = status
+	if e.Message == "" {
+		e.Message = fmt.Sprintf("the upstream answered %d %s", status, http.StatusText(status))
+	}
+	return ErrorResponse(e)
 }
 
 // ErrorEvent appends the error event that ends a stream that failed
