@@ -7,51 +7,11 @@ import (
 	"github.com/phasegate/phasegate/chat"
 )
 
-// inMessage is one message of the request.
-type inMessage struct {
-	Role    string          `json:"role"`
-	Content json.RawMessage `json:"content"`
-}
-
-// block is one content block. Text, Thinking, ID, Name and ToolUseID
-// keep the client's raw JSON, so text crosses the door byte for byte;
-// Input and Content stay raw; Source is read for images only.
-type block struct {
-	Type         string          `json:"type"`
-	Text         json.RawMessage `json:"text"`
-	Thinking     json.RawMessage `json:"thinking"`
-	ID           json.RawMessage `json:"id"`
-	Name         json.RawMessage `json:"name"`
-	Input        json.RawMessage `json:"input"`
-	ToolUseID    json.RawMessage `json:"tool_use_id"`
-	Content      json.RawMessage `json:"content"`
-	IsError      *bool           `json:"is_error"`
-	Source       json.RawMessage `json:"source"`
-	CacheControl json.RawMessage `json:"cache_control"`
-	Citations    json.RawMessage `json:"citations"`
-}
-
 // where names block j of message i, for an error.
 func where(i, j int) string { return fmt.Sprintf("messages[%d].content[%d]", i, j) }
 
 // isString reports whether raw is a JSON string.
 func isString(raw json.RawMessage) bool { return len(raw) >= 2 && raw[0] == '"' }
-
-// blocks reads a content that is a string (one text block) or an array
-// of blocks; param names it.
-func blocks(raw json.RawMessage, param string) ([]block, error) {
-	if isString(raw) {
-		return []block{{Type: "text", Text: raw}}, nil
-	}
-	if len(raw) == 0 || raw[0] != '[' {
-		return nil, chat.InvalidRequest(param, "%s must be a string or an array of content blocks, not %s", param, jsonKind(raw))
-	}
-	var out []block
-	if err := decodeRaw(raw, param, &out); err != nil {
-		return nil, err
-	}
-	return out, nil
-}
 
 // textJoin joins JSON strings into one, a newline between two, without
 // decoding them: a string's body is valid inside another.
@@ -97,32 +57,34 @@ func (b *builder) fields(bl *block) {
 
 // messages translates the messages. Consecutive messages of one role are
 // one turn, as Anthropic's API reads them.
-func (b *builder) messages(raw json.RawMessage) error {
-	if isNull(raw) {
+func (b *builder) messages(req *request) error {
+	if !req.hasMessages {
 		return chat.InvalidRequest("messages", "missing required parameter: messages")
 	}
-	var msgs []inMessage
-	if err := decodeRaw(raw, "messages", &msgs); err != nil {
-		return err
-	}
+	msgs := req.messages
 	if len(msgs) == 0 {
 		return chat.InvalidRequest("messages", "messages must hold at least one message")
 	}
+	roles := make([]string, len(msgs))
 	for i, m := range msgs {
-		if m.Role != "user" && m.Role != "assistant" {
-			return chat.InvalidRequest(fmt.Sprintf("messages[%d].role", i), "messages[%d].role must be user or assistant, got %q", i, m.Role)
+		roles[i], _ = stringOf(m.role)
+		switch {
+		case isNull(m.role):
+			return chat.InvalidRequest(fmt.Sprintf("messages[%d].role", i), "missing required parameter: messages[%d].role", i)
+		case roles[i] != "user" && roles[i] != "assistant":
+			return chat.InvalidRequest(fmt.Sprintf("messages[%d].role", i), "messages[%d].role must be user or assistant, not %s", i, brief(m.role))
 		}
-		if isNull(m.Content) {
+		if !m.hasContent {
 			return chat.InvalidRequest(fmt.Sprintf("messages[%d].content", i), "missing required parameter: messages[%d].content", i)
 		}
 	}
 	for i := 0; i < len(msgs); {
 		j := i + 1
-		for j < len(msgs) && msgs[j].Role == msgs[i].Role {
+		for j < len(msgs) && roles[j] == roles[i] {
 			j++
 		}
 		var err error
-		if msgs[i].Role == "user" {
+		if roles[i] == "user" {
 			err = b.userTurn(msgs, i, j)
 		} else {
 			err = b.assistantTurn(msgs, i, j)
@@ -144,10 +106,7 @@ func (b *builder) userTurn(msgs []inMessage, from, to int) error {
 	var parts [][]byte
 	images := false
 	for i := from; i < to; i++ {
-		bls, err := blocks(msgs[i].Content, fmt.Sprintf("messages[%d].content", i))
-		if err != nil {
-			return err
-		}
+		bls := msgs[i].content
 		for j := range bls {
 			bl := &bls[j]
 			b.fields(bl)
@@ -224,7 +183,7 @@ func (b *builder) image(bl *block, param string) ([]byte, error) {
 	case "url":
 		url = src.URL
 	default:
-		e := chat.InvalidRequest(param+".source.type", "image sources of type %q are not supported by this gateway: send the image as base64 or by url (it holds no files)", src.Type)
+		e := chat.InvalidRequest(param+".source.type", "image sources of type %q are not supported by this gateway: send the image as base64 or by url (it holds no files)", short(src.Type))
 		e.Code = "unsupported_parameter"
 		return nil, e
 	}
@@ -238,9 +197,13 @@ func (b *builder) toolResult(bl *block, param string) (chatMessage, error) {
 	if !isString(bl.ToolUseID) {
 		return chatMessage{}, chat.InvalidRequest(param+".tool_use_id", "%s.tool_use_id must be a string", param)
 	}
+	isError := string(bl.IsError) == "true"
+	if !isNull(bl.IsError) && !isError && string(bl.IsError) != "false" {
+		return chatMessage{}, chat.InvalidRequest(param+".is_error", "%s.is_error must be true or false", param)
+	}
 	var text textJoin
 	if !isNull(bl.Content) {
-		inner, err := blocks(bl.Content, param+".content")
+		inner, err := blocksOf(bl.Content, param+".content")
 		if err != nil {
 			return chatMessage{}, err
 		}
@@ -254,7 +217,7 @@ func (b *builder) toolResult(bl *block, param string) (chatMessage, error) {
 		}
 	}
 	content := text.json()
-	if bl.IsError != nil && *bl.IsError {
+	if isError {
 		content = append([]byte(`"Error: `), content[1:]...)
 	}
 	return chatMessage{Role: "tool", ToolCallID: bl.ToolUseID, Content: content}, nil
@@ -267,10 +230,7 @@ func (b *builder) assistantTurn(msgs []inMessage, from, to int) error {
 	var text, reasoning textJoin
 	var calls []chatCall
 	for i := from; i < to; i++ {
-		bls, err := blocks(msgs[i].Content, fmt.Sprintf("messages[%d].content", i))
-		if err != nil {
-			return err
-		}
+		bls := msgs[i].content
 		for j := range bls {
 			bl := &bls[j]
 			b.fields(bl)

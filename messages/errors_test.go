@@ -73,3 +73,33 @@ func TestErrorEventEscapes(t *testing.T) {
 		t.Errorf("error event = %s", ev)
 	}
 }
+
+// An OpenAI-style error body, an upstream's or the pipeline's, is said in
+// Anthropic's shape with its message; one with none, by its status.
+func TestErrorBody(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		status     int
+		body       string
+		wantStatus int
+		wantType   string
+		wantMsg    string
+	}{
+		{"upstream 400", 400, `{"error":{"message":"bad tool schema","type":"invalid_request_error","param":"tools","code":null}}`, 400, "invalid_request_error", "bad tool schema"},
+		{"upstream busy", 503, `{"error":{"message":"Server is busy","type":"server_error"}}`, 529, "overloaded_error", "Server is busy"},
+		{"context overflow", 400, `{"error":{"message":"maximum context length is 10 tokens","type":"invalid_request_error","code":"context_length_exceeded"}}`, 400, "invalid_request_error", "prompt is too long: maximum context length is 10 tokens"},
+		{"not JSON", 502, `<html>bad gateway</html>`, 502, "api_error", "the upstream answered 502 Bad Gateway"},
+		{"no message", 429, `{"error":{}}`, 429, "rate_limit_error", "the upstream answered 429 Too Many Requests"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			status, body := messages.ErrorBody(tc.status, []byte(tc.body))
+			var r shared.ErrorResponse
+			if err := r.UnmarshalJSON(body); err != nil {
+				t.Fatalf("the SDK cannot decode %s: %v", body, err)
+			}
+			if status != tc.wantStatus || string(r.Error.Type) != tc.wantType || r.Error.Message != tc.wantMsg {
+				t.Errorf("ErrorBody = %d %s, want %d %s %q", status, body, tc.wantStatus, tc.wantType, tc.wantMsg)
+			}
+		})
+	}
+}

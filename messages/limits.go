@@ -1,9 +1,6 @@
 package messages
 
 import (
-	"bytes"
-	"encoding/json"
-
 	"github.com/phasegate/phasegate/chat"
 	"github.com/phasegate/phasegate/internal/jsonscan"
 )
@@ -134,7 +131,7 @@ func open(parent *frame, array bool) frame {
 		f.in = parent.kind
 	case array && parent.in == kindTop:
 		f.kind = topMember(parent.key)
-	case array && (parent.in == kindMessages || parent.in == kindContent) && jsonscan.KeyIs(parent.key, bytes.IndexByte(parent.key, '\\') >= 0, "content"):
+	case array && (parent.in == kindMessages || parent.in == kindContent) && string(key(parent.key)) == "content":
 		f.kind = kindContent
 		if parent.in == kindContent {
 			f.kind = kindResult
@@ -144,17 +141,10 @@ func open(parent *frame, array bool) frame {
 }
 
 // topMember is the kind of a top-level array, given its key as written.
-// The top level is decoded into a map, whose keys match exactly once
-// escapes are read.
+// Keys match exactly once escapes are read, as the translation reads
+// them.
 func topMember(raw []byte) arrayKind {
-	if bytes.IndexByte(raw, '\\') >= 0 {
-		var name string
-		if json.Unmarshal(append(append([]byte{'"'}, raw...), '"'), &name) != nil {
-			return kindOther
-		}
-		raw = []byte(name)
-	}
-	switch string(raw) {
+	switch string(key(raw)) {
 	case "messages":
 		return kindMessages
 	case "tools":

@@ -36,7 +36,7 @@ func TestLimits(t *testing.T) {
 			body: `{"system":[` + repeat(text, 2) + `],"messages":[{"role":"user","content":[` + repeat(text, 2) + `]},{"role":"user","content":[` + text + `]}]`},
 		{name: "blocks of a tool result", param: "messages",
 			body: `{"messages":[{"role":"user","content":[{"type":"tool_result","tool_use_id":"c","content":[` + repeat(text, 4) + `]}]}]`},
-		{name: "content spelt in another case", param: "messages", body: `{"messages":[{"role":"user","Content":[` + repeat(text, 5) + `]}]`},
+		{name: "escaped content", param: "messages", body: `{"messages":[{"role":"user","c\u006fntent":[` + repeat(text, 5) + `]}]`},
 		{name: "arrays elsewhere are not blocks", ok: true,
 			body: `{"model":"m","max_tokens":1,"messages":[{"role":"assistant","content":[{"type":"tool_use","id":"c","name":"f","input":{"content":[1,2,3,4,5,6]}}]}]}`},
 		{name: "depth", param: "", body: `{"model":"m","messages":` + strings.Repeat("[", 8) + ` not json`},

@@ -12,13 +12,19 @@ import (
 	"strconv"
 )
 
-// Stop reasons, as the Messages API spells them.
+// StopReason is why a message ended, as the Messages API spells it.
+type StopReason string
+
+// Stop reasons.
 const (
-	StopEndTurn      = "end_turn"
-	StopToolUse      = "tool_use"
-	StopMaxTokens    = "max_tokens"
-	StopSequence     = "stop_sequence"
-	StopRefusal      = "refusal"
+	StopEndTurn   StopReason = "end_turn"
+	StopToolUse   StopReason = "tool_use"
+	StopMaxTokens StopReason = "max_tokens"
+	StopSequence  StopReason = "stop_sequence"
+	StopRefusal   StopReason = "refusal"
+)
+
+const (
 	idPrefixMessage  = "msg_"
 	idPrefixToolUse  = "toolu_"
 	signatureContext = "phasegate thinking signature\x00"
@@ -110,7 +116,7 @@ func (u usage) appendJSON(dst []byte) []byte {
 // request's; tools reports that the answer holds tool_use blocks, which
 // makes it a tool_use stop whatever finish an upstream gave. It returns
 // the reason and the stop_sequence member's value.
-func stopReason(finish string, stopSeq []byte, stops []string, tools bool) (string, []byte) {
+func stopReason(finish string, stopSeq []byte, stops []string, tools bool) (StopReason, []byte) {
 	switch finish {
 	case "length":
 		return StopMaxTokens, nil
@@ -140,7 +146,7 @@ func appendMessageHead(dst []byte, id, model string) []byte {
 
 // appendMessageTail appends what follows the content of a message
 // object: the array's end, the stop and the usage, and the object's end.
-func appendMessageTail(dst []byte, reason string, seq []byte, u usage) []byte {
+func appendMessageTail(dst []byte, reason StopReason, seq []byte, u usage) []byte {
 	dst = append(dst, `],"stop_reason":`...)
 	if reason == "" {
 		dst = append(dst, "null"...)

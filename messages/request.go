@@ -4,8 +4,9 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"maps"
 	"reflect"
-	"sort"
+	"slices"
 
 	"github.com/phasegate/phasegate/chat"
 )
@@ -107,14 +108,15 @@ func translate(body []byte, c Config, count bool) (*Translation, error) {
 	if err := checkShape(body, c.Limits); err != nil {
 		return nil, err
 	}
-	fields, err := topFields(body)
+	req, err := readRequest(body)
 	if err != nil {
 		return nil, err
 	}
+	fields := req.fields
 	b := &builder{cfg: c, count: count}
-	for k := range fields {
+	for _, k := range slices.Sorted(maps.Keys(fields)) {
 		if !topLevel[k] {
-			b.drop(k)
+			b.drop(k) // in order, so that which are named past maxDropped is stable
 		}
 	}
 	out := &chatRequest{}
@@ -127,36 +129,16 @@ func translate(body []byte, c Config, count bool) (*Translation, error) {
 	if err := b.system(fields["system"]); err != nil {
 		return nil, err
 	}
-	if err := b.messages(fields["messages"]); err != nil {
+	if err := b.messages(req); err != nil {
 		return nil, err
 	}
 	if err := b.tools(fields["tools"], fields["tool_choice"], out); err != nil {
 		return nil, err
 	}
 	out.Messages = b.msgs
-	t := &Translation{Body: out.appendJSON(nil), Dropped: b.dropped.list(), Stream: out.Stream,
+	t := &Translation{Body: out.appendJSON(make([]byte, 0, len(body)+len(body)/8+256)), Dropped: b.dropped.list(), Stream: out.Stream,
 		Reply: Reply{Model: out.Model, StopSequences: out.Stop}}
 	return t, nil
-}
-
-// topFields decodes the request object's members, raw. Keys match
-// exactly, as the chat route's do.
-func topFields(body []byte) (map[string]json.RawMessage, error) {
-	trimmed := bytes.TrimSpace(body)
-	if len(trimmed) == 0 {
-		return nil, chat.InvalidRequest("model", "the request body is empty: send a JSON object with \"model\", \"max_tokens\" and \"messages\"")
-	}
-	if trimmed[0] != '{' {
-		if !json.Valid(trimmed) {
-			return nil, chat.InvalidRequest("", "the request body is not valid JSON")
-		}
-		return nil, chat.InvalidRequest("", "request body must be a JSON object")
-	}
-	var fields map[string]json.RawMessage
-	if err := json.Unmarshal(trimmed, &fields); err != nil {
-		return nil, chat.InvalidRequest("", "the request body is not valid JSON: %v", err)
-	}
-	return fields, nil
 }
 
 // builder gathers the chat request as the translation goes.
@@ -263,7 +245,7 @@ func (b *builder) thinking(raw json.RawMessage, out *chatRequest) error {
 	case "disabled":
 		mode = "disabled"
 	default:
-		return chat.InvalidRequest("thinking.type", "thinking.type must be enabled, adaptive or disabled, got %q", t.Type)
+		return chat.InvalidRequest("thinking.type", "thinking.type must be enabled, adaptive or disabled, got %q", short(t.Type))
 	}
 	if !b.cfg.DeepSeek || b.count {
 		if !b.count {
@@ -335,6 +317,23 @@ func jsonKind(raw json.RawMessage) string {
 	return "a number"
 }
 
+// brief is raw for an error message: a short string as it is, anything
+// else by its kind.
+func brief(raw json.RawMessage) string {
+	if isString(raw) && len(raw) <= 42 {
+		return string(raw)
+	}
+	return jsonKind(raw)
+}
+
+// short is s cut to 40 bytes, for an error message.
+func short(s string) string {
+	if len(s) > 40 {
+		return s[:40] + "…"
+	}
+	return s
+}
+
 // maxDropped bounds the names of Translation.Dropped, so that a request
 // with any number of unknown fields makes a header of bounded size.
 const maxDropped = 32
@@ -360,12 +359,7 @@ func (n *names) list() []string {
 	if len(n.set) == 0 {
 		return nil
 	}
-	out := make([]string, 0, len(n.set))
-	for k := range n.set {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
+	return slices.Sorted(maps.Keys(n.set))
 }
 
 // safeName is name with every byte that is not a letter, a digit or one

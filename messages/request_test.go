@@ -303,3 +303,34 @@ func TestCountBody(t *testing.T) {
 		t.Errorf("count body = %s", tr.Body)
 	}
 }
+
+// Keys match exactly once escapes are read, and of a member given twice
+// the last counts, as encoding/json reads them.
+func TestTranslateKeys(t *testing.T) {
+	for _, tc := range []struct {
+		name, body, want string
+	}{
+		{"escaped keys", `{"m\u006fdel":"m","max_tokens":1,"messag\u0065s":[{"r\u006fle":"user","c\u006fntent":[{"typ\u0065":"text","t\u0065xt":"hi"}]}]}`,
+			`[{"role":"user","content":"hi"}]`},
+		{"last member counts", `{"model":"m","max_tokens":1,"messages":[{"role":"user","content":"first"}],"messages":[{"role":"user","content":"a","content":"second"}]}`,
+			`[{"role":"user","content":"second"}]`},
+		{"escaped values", `{"model":"m","max_tokens":1,"messages":[{"role":"\u0075ser","content":[{"type":"t\u0065xt","text":"x"}]}]}`,
+			`[{"role":"user","content":"x"}]`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tr, err := messages.Translate([]byte(tc.body), messages.Config{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d := cmp.Diff(jsonValue(t, tc.want), decoded(t, tr.Body)["messages"]); d != "" {
+				t.Errorf("messages (-want +got):\n%s", d)
+			}
+		})
+	}
+	// Another case is another key: Content is not content.
+	_, err := messages.Translate([]byte(`{"model":"m","max_tokens":1,"messages":[{"role":"user","Content":"hi"}]}`), messages.Config{})
+	var e *chat.Error
+	if !errors.As(err, &e) || e.Param != "messages[0].content" {
+		t.Errorf("err = %v, want a 400 on messages[0].content", err)
+	}
+}

@@ -95,11 +95,11 @@ func TestStreamFail(t *testing.T) {
 	for _, tc := range []struct {
 		name, chunk string
 		fail        *chat.Error
-		want        string
+		want        messages.ErrorType
 	}{
-		{name: "in-band chunk", chunk: `{"error":{"message":"upstream cut the stream","type":"upstream_error","param":null,"code":"stream_cut"}}`, want: messages.ErrAPI},
-		{name: "timeout chunk", chunk: `{"error":{"message":"no event for 60s","type":"timeout_error","param":null,"code":null}}`, want: messages.ErrTimeout},
-		{name: "Fail", fail: &chat.Error{Status: 503, Message: "busy", Type: chat.TypeServer}, want: messages.ErrOverloaded},
+		{name: "in-band chunk", chunk: `{"error":{"message":"upstream cut the stream","type":"upstream_error","param":null,"code":"stream_cut"}}`, want: messages.TypeAPI},
+		{name: "timeout chunk", chunk: `{"error":{"message":"no event for 60s","type":"timeout_error","param":null,"code":null}}`, want: messages.TypeTimeout},
+		{name: "Fail", fail: &chat.Error{Status: 503, Message: "busy", Type: chat.TypeServer}, want: messages.TypeOverloaded},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := messages.NewStream(messages.Reply{Model: "m"})
@@ -121,7 +121,7 @@ func TestStreamFail(t *testing.T) {
 			}
 			_, err := sdkStream(t, out)
 			var ae *anthropic.Error
-			if !errors.As(err, &ae) || string(ae.Type()) != tc.want {
+			if !errors.As(err, &ae) || string(ae.Type()) != string(tc.want) {
 				t.Fatalf("the SDK's error = %v, want an %s", err, tc.want)
 			}
 		})

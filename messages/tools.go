@@ -13,7 +13,7 @@ func (b *builder) system(raw json.RawMessage) error {
 	if isNull(raw) {
 		return nil
 	}
-	bls, err := blocks(raw, "system")
+	bls, err := blocksOf(raw, "system")
 	if err != nil {
 		return err
 	}
@@ -44,7 +44,8 @@ var toolFields = map[string]bool{"type": true, "name": true, "description": true
 func (b *builder) tools(raw, choice json.RawMessage, out *chatRequest) error {
 	var list []map[string]json.RawMessage
 	if !isNull(raw) {
-		if err := decodeRaw(raw, "tools", &list); err != nil {
+		var err error
+		if list, err = objectsOf(raw, "tools"); err != nil {
 			return err
 		}
 	}
@@ -72,7 +73,7 @@ func (b *builder) tools(raw, choice json.RawMessage, out *chatRequest) error {
 // hosted drops, or refuses, a tool Anthropic runs on its platform.
 func (b *builder) hosted(typ, param string) error {
 	if b.cfg.HostedTools == HostedRefuse {
-		e := chat.InvalidRequest(param+".type", "tools of type %q run on Anthropic's platform, which this gateway's upstream is not: declare custom tools only (this gateway refuses hosted tools; its operator can set it to drop them)", typ)
+		e := chat.InvalidRequest(param+".type", "tools of type %q run on Anthropic's platform, which this gateway's upstream is not: declare custom tools only (this gateway refuses hosted tools; its operator can set it to drop them)", short(typ))
 		e.Code = "unsupported_parameter"
 		return e
 	}
@@ -138,7 +139,7 @@ func (b *builder) toolChoice(raw json.RawMessage, out *chatRequest) error {
 		}
 		out.ToolChoice = append(append([]byte(`{"type":"function","function":{"name":`), c.Name...), "}}"...)
 	default:
-		return chat.InvalidRequest("tool_choice.type", "tool_choice.type must be auto, any, tool or none, got %q", c.Type)
+		return chat.InvalidRequest("tool_choice.type", "tool_choice.type must be auto, any, tool or none, got %q", short(c.Type))
 	}
 	if len(out.Tools) == 0 {
 		out.ToolChoice = nil
