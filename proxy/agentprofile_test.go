@@ -192,7 +192,9 @@ func TestAgentProfileLoops(t *testing.T) {
 }
 
 // TestAgentProfileHeader: a request may tighten the configured profile
-// (agent to strict), never loosen it; a bad value is an OpenAI-style 400.
+// (agent to strict), never loosen it; a loosening or bad value is an
+// OpenAI-style 400 whose param names the header and whose message says
+// what to send.
 func TestAgentProfileHeader(t *testing.T) {
 	session := apSession()
 	strict := apGateway(t, apPersona(session, nil), protocol.ProfileStrict)
@@ -205,7 +207,7 @@ func TestAgentProfileHeader(t *testing.T) {
 	}{
 		{"agent tightened to strict", agent.url, "strict", http.StatusOK, "strict", ""},
 		{"agent kept", agent.url, "", http.StatusOK, "agent", ""},
-		{"strict loosened", strict.url, "agent", http.StatusBadRequest, "", "may only tighten"},
+		{"strict loosened", strict.url, "agent", http.StatusBadRequest, "", "agent would loosen the guard of model " + tsModel + ", which runs under the strict profile; a request may only tighten its guard: send strict, or leave the header out"},
 		{"not a profile", agent.url, "lenient", http.StatusBadRequest, "", "must be strict or agent"},
 	}
 	for _, tt := range tests {
@@ -232,10 +234,11 @@ func TestAgentProfileHeader(t *testing.T) {
 			}
 			if tt.errText != "" {
 				var e struct {
-					Error struct{ Message, Type string }
+					Error struct{ Message, Type, Param string }
 				}
-				if json.Unmarshal(b, &e) != nil || !strings.Contains(e.Error.Message, tt.errText) || e.Error.Type != "invalid_request_error" {
-					t.Errorf("error body %s, want an invalid_request_error saying %q", b, tt.errText)
+				if json.Unmarshal(b, &e) != nil || !strings.Contains(e.Error.Message, tt.errText) || e.Error.Type != "invalid_request_error" ||
+					e.Error.Param != proxy.ProfileHeader {
+					t.Errorf("error body %s, want an invalid_request_error saying %q, its param %s", b, tt.errText, proxy.ProfileHeader)
 				}
 			}
 		})

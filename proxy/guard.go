@@ -38,10 +38,11 @@ func (h *Handler) guardProfile(hdr http.Header, model string) (protocol.Profile,
 	}
 	p, err := protocol.ParseProfile(v)
 	if err != nil {
-		return "", chat.InvalidRequest("", "header %s %s", ProfileHeader, err)
+		return "", chat.InvalidRequest(ProfileHeader, "%s %s", ProfileHeader, err)
 	}
 	if !base.Tightens(p) {
-		return "", chat.InvalidRequest("", "header %s: %s may only tighten this model's guard profile, %s (to %s)", ProfileHeader, p, base, protocol.ProfileStrict)
+		return "", chat.InvalidRequest(ProfileHeader, "%s: %s would loosen the guard of model %s, which runs under the %s profile; "+
+			"a request may only tighten its guard: send %s, or leave the header out", ProfileHeader, p, model, base, protocol.ProfileStrict)
 	}
 	return p, nil
 }

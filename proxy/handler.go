@@ -895,7 +895,7 @@ func (h *Handler) limits(hdr http.Header, model string) (protocol.Limits, error)
 	case "true":
 		l.RulesNotice = true
 	default:
-		return l, chat.InvalidRequest("", "header %s must be true or false, got %q", RulesNoticeHeader, v)
+		return l, chat.InvalidRequest(RulesNoticeHeader, "header %s must be true or false, got %q", RulesNoticeHeader, v)
 	}
 	switch mode := hdr.Get("X-Phasegate-Mode"); mode {
 	case "", "act":

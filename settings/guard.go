@@ -78,7 +78,7 @@ func decodeOrdered[T any](n *yaml.Node, section, mustBe string, out *ordered[T])
 	err := eachField(n, section, mustBe, nil, func(k, v *yaml.Node) {
 		var x T
 		if err := present(v).Decode(&x); err != nil {
-			p.addDecode(v.Line, section+": "+k.Value+": ", err)
+			p.addDecode(v.Line, section+": "+k.Value+": "+echo(v), err)
 			return
 		}
 		*out = append(*out, named[T]{name: k.Value, value: x, line: v.Line})
@@ -227,4 +227,19 @@ func yamlJSON(n *yaml.Node) any {
 		}
 	}
 	return n.Value
+}
+
+// echo is the value of n as its error quotes it, with the ": " that
+// follows: a scalar as written, a list or a mapping by its kind, an empty
+// value as empty.
+func echo(n *yaml.Node) string {
+	switch {
+	case n.Kind == yaml.SequenceNode:
+		return "a list: "
+	case n.Kind == yaml.MappingNode:
+		return "a mapping: "
+	case n.Value == "":
+		return "empty: "
+	}
+	return n.Value + ": "
 }

@@ -6,6 +6,7 @@ import (
 	"maps"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -138,7 +139,39 @@ func Load(in Input) (Settings, error) {
 		}
 	}
 	o, err := r.resolve(fc)
-	return o, errors.Join(fileErr, err)
+	return o, inLineOrder(fc.path, errors.Join(fileErr, err))
+}
+
+// inLineOrder is err with the problems of the config file at path in the
+// order of their lines, after those of the flags and the environment:
+// the file is read section by section and checked value by value, and a
+// reader fixes it from the top.
+func inLineOrder(path string, err error) error {
+	if err == nil || path == "" {
+		return err
+	}
+	var all []error
+	var flatten func(error)
+	flatten = func(e error) {
+		if j, ok := e.(interface{ Unwrap() []error }); ok {
+			for _, x := range j.Unwrap() {
+				flatten(x)
+			}
+			return
+		}
+		all = append(all, e)
+	}
+	flatten(err)
+	line := func(e error) int {
+		rest, ok := strings.CutPrefix(e.Error(), path+":")
+		if !ok {
+			return 0
+		}
+		n, _ := strconv.Atoi(rest[:strings.IndexFunc(rest+":", func(r rune) bool { return r < '0' || r > '9' })])
+		return n
+	}
+	slices.SortStableFunc(all, func(a, b error) int { return line(a) - line(b) })
+	return errors.Join(all...)
 }
 
 // aliasValue is the value setting s was given under an alias, in the

@@ -89,12 +89,3 @@ func testsDecide(req *chat.Request) turn {
 	return turn{reasoning: "Run the tests.", text: "Running the tests. ", call: call("run_tests", `{"package":"./..."}`)}
 }
 
-// isModel reports whether model is one of the simulated models' names.
-func isModel(model string) bool {
-	for _, m := range Models {
-		if strings.EqualFold(m, model) {
-			return true
-		}
-	}
-	return false
-}

@@ -202,8 +202,8 @@ func TestInvalid(t *testing.T) {
 		{name: "bad URL in the file", file: "openai_base_url: not a url\n", wantIn: `:2: openai_base_url: "not a url": must be an http:// or https:// URL`},
 		{name: "bad guard mode", env: map[string]string{"GUARD_MODE": "watch"}, wantIn: "GUARD_MODE=watch: must be enforce or observe"},
 		{name: "bad hosted tools", env: map[string]string{"HOSTED_TOOLS": "keep"}, wantIn: "HOSTED_TOOLS=keep: must be drop or refuse"},
-		{name: "bad guard mode of a model", file: "guard:\n  modes:\n    gpt-*: audit\n", wantIn: `:4: guard: modes: gpt-*: must be enforce or observe`},
-		{name: "bad guard mode of a project", file: "guard:\n  projects:\n    payments: [enforce]\n", wantIn: `:4: guard: projects: payments: must be enforce or observe`},
+		{name: "bad guard mode of a model", file: "guard:\n  modes:\n    gpt-*: audit\n", wantIn: `:4: guard: modes: gpt-*: audit: must be enforce or observe`},
+		{name: "bad guard mode of a project", file: "guard:\n  projects:\n    payments: [enforce]\n", wantIn: `:4: guard: projects: payments: a list: must be enforce or observe`},
 		{name: "guard projects as a list", file: "guard:\n  projects: [payments]\n", wantIn: ":3: guard: projects must be a mapping of project names to enforce or observe"},
 		{name: "unknown guard key", file: "guard:\n  mode: observe\n", wantIn: ":3: guard: unknown key mode; did you mean modes?"},
 		{name: "negative budget", env: map[string]string{"MAX_PHASE_CYCLES": "-1"}, wantIn: "MAX_PHASE_CYCLES=-1: must be a whole number of 1 or more"},
@@ -239,10 +239,10 @@ func TestInvalid(t *testing.T) {
 		{name: "resume TTL without a unit", env: map[string]string{"RESUME_TTL": "600"}, wantIn: "RESUME_TTL=600: must be a duration"},
 		{name: "zero resume bytes", env: map[string]string{"RESUME_MAX_BYTES": "0"}, wantIn: "RESUME_MAX_BYTES=0: must be a whole number of 1 or more"},
 		{name: "bad fail-open", env: map[string]string{"RATE_LIMIT_FAIL_OPEN": "sometimes"}, wantIn: "RATE_LIMIT_FAIL_OPEN=sometimes: must be true or false"},
-		{name: "bad envelope mode in the file", file: "envelopes:\n  models:\n    orch-*: always\n", wantIn: ":4: envelopes: models: orch-*: must be optional, required or off"},
+		{name: "bad envelope mode in the file", file: "envelopes:\n  models:\n    orch-*: always\n", wantIn: ":4: envelopes: models: orch-*: always: must be optional, required or off"},
 		{name: "unknown envelopes key", file: "envelopes:\n  phase:\n    x: {}\n", wantIn: ":3: envelopes: unknown key phase; did you mean phases?"},
 		{name: "bad phase schema", file: "envelopes:\n  phases:\n    review:\n      type: nosuchtype\n", wantIn: ":5: envelopes: phases: review: compile the schema of phase review"},
-		{name: "empty envelope mode", file: "envelopes:\n  models:\n    orch-*:\n", wantIn: ":4: envelopes: models: orch-*: must be optional, required or off"},
+		{name: "empty envelope mode", file: "envelopes:\n  models:\n    orch-*:\n", wantIn: ":4: envelopes: models: orch-*: empty: must be optional, required or off"},
 		{name: "envelope rule twice", file: "envelopes:\n  models:\n    orch: required\n    orch: optional\n", wantIn: ":5: envelopes: models: orch is set twice (first on line 4)"},
 		{name: "negative envelope retries", env: map[string]string{"MAX_ENVELOPE_RETRIES": "-1"}, wantIn: "MAX_ENVELOPE_RETRIES=-1: must be a whole number of 0 or more"},
 	}
@@ -590,8 +590,8 @@ func TestFileWrongTypes(t *testing.T) {
 		{file: "models:\n  m:\n    context_window: 1.5\n", want: ":3: models: m: context_window: 1.5: must be a whole number of 0 or more"},
 		{file: "routes:\n  - model: {a: b}\n    provider: openai\n", want: ":2: routes[0]: model must be a single value"},
 		{file: "guard: [models]\n", want: ":1: guard must be a mapping with keys models, modes, projects"},
-		{file: "guard:\n  models:\n    gpt-*: 3\n", want: ":3: guard: models: gpt-*: must be strict or agent"},
-		{file: "envelopes:\n  phases:\n    review: [a]\n", want: ":3: envelopes: phases: review: must be a JSON Schema (a mapping)"},
+		{file: "guard:\n  models:\n    gpt-*: 3\n", want: ":3: guard: models: gpt-*: 3: must be strict or agent"},
+		{file: "envelopes:\n  phases:\n    review: [a]\n", want: ":3: envelopes: phases: review: a list: must be a JSON Schema (a mapping)"},
 		{file: "plan_tools: [read, {x: 1}]\n", want: ":1: plan_tools: each item of the list must be one name"},
 		{file: "log_level: {warn: true}\n", want: ":1: log_level must be a single value, not a list or a mapping"},
 	} {
@@ -600,5 +600,55 @@ func TestFileWrongTypes(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), path+tt.want) {
 			t.Errorf("%q: error %v, want %q", tt.file, err, path+tt.want)
 		}
+	}
+}
+
+// TestFileErrorsInLineOrder: every problem of a config file is reported in
+// the order of its lines, after those of the environment, each echoing
+// the value at fault, the rules of guard: and envelopes: included.
+func TestFileErrorsInLineOrder(t *testing.T) {
+	path := writeFile(t, `guard:
+  modes:
+    gpt-*: obsrve
+  models:
+    deepseek-*: [agent]
+max_phase_cycles: -1
+show_notices: maybe
+routes:
+  - model: x
+    provider: nope
+log_leve: debug
+envelopes:
+  models:
+    a: sometimes
+guard_mode: loud
+models:
+  m:
+    safety_margin: 2
+`)
+	_, err := parseOptions(serveCommand, []string{"--config", path}, env(map[string]string{"MAX_DUPLICATE_ATTEMPTS": "0"}), io.Discard)
+	if err == nil {
+		t.Fatal("parseOptions accepted the file")
+	}
+	var got []string
+	for _, line := range strings.Split(err.Error(), "\n") {
+		got = append(got, strings.TrimPrefix(line, path))
+	}
+	want := []string{
+		"MAX_DUPLICATE_ATTEMPTS=0: must be a whole number of 1 or more",
+		":3: guard: modes: gpt-*: obsrve: must be enforce or observe",
+		":5: guard: models: deepseek-*: a list: must be strict or agent",
+		":6: max_phase_cycles: -1: must be a whole number of 1 or more",
+		":7: show_notices: maybe: must be true or false",
+		":9: routes: model x: provider nope is not a provider: the providers are deepseek and openai",
+		":11: unknown key log_leve; did you mean log_level?",
+		":14: envelopes: models: a: sometimes: must be optional, required or off",
+		":15: guard_mode: loud: must be enforce or observe",
+	}
+	if diff := cmp.Diff(want, got[:min(len(got), len(want))]); diff != "" || len(got) != len(want)+1 {
+		t.Errorf("errors (-want +got):\n%s\nall:\n%s", diff, strings.Join(got, "\n"))
+	}
+	if last := got[len(got)-1]; last != ":18: models: m: safety_margin: 2: must be a fraction from 0 up to (not including) 1, such as 0.05" {
+		t.Errorf("the last error %q, want line 18 echoing its value 2 once", last)
 	}
 }

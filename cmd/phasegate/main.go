@@ -43,11 +43,8 @@ const (
 var ownsDefaultLog bool
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := signalContext(isTerminal(os.Stdin))
 	defer stop()
-	// Only the first signal is graceful: once it came, the default handling
-	// is back, so a second Ctrl-C ends the process during the drain.
-	context.AfterFunc(ctx, stop)
 	ownsDefaultLog = true
 	proxy.ReleaseMode()
 	logRedisRetriesAtDebug()
@@ -58,6 +55,47 @@ func main() {
 		}
 		os.Exit(1)
 	}
+}
+
+// errInteractiveInterrupt is the cause of a run's end when Ctrl-C was
+// pressed in a terminal: a person waits, no load balancer does, so the
+// drain delay is skipped.
+var errInteractiveInterrupt = errors.New("interrupted in a terminal")
+
+// signalContext is a context that SIGTERM or SIGINT ends, with
+// errInteractiveInterrupt as its cause for a SIGINT when interactive.
+// Only the first signal is graceful: once it came, the default handling
+// is back, so a second one ends the process at once, whatever it was
+// waiting for. stop releases the signals.
+func signalContext(interactive bool) (ctx context.Context, stop func()) {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() {
+		select {
+		case sig := <-sigs:
+			signal.Stop(sigs)
+			cause := fmt.Errorf("signal %v", sig)
+			if interactive && sig == os.Interrupt {
+				cause = errInteractiveInterrupt
+			}
+			cancel(cause)
+		case <-done:
+		}
+	}()
+	return ctx, func() {
+		signal.Stop(sigs)
+		close(done)
+		cancel(nil)
+	}
+}
+
+// isTerminal reports whether f is a terminal (a character device), as
+// stdin is when a person started the gateway by hand.
+func isTerminal(f *os.File) bool {
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
 }
 
 // dispatch runs the subcommand args name: the gateway by default, demo,
@@ -166,9 +204,15 @@ func serve(ctx context.Context, o options, h *proxy.Handler, ln net.Listener, lo
 	case <-ctx.Done():
 	}
 	h.Drain()
-	log.Info("draining: /readyz answers 503 until the listener closes", "delay", o.DrainDelay.String())
+	delay := o.DrainDelay
+	if errors.Is(context.Cause(ctx), errInteractiveInterrupt) {
+		// The drain delay is for a load balancer, not a person at a
+		// terminal.
+		delay = 0
+	}
+	log.Info("draining: /readyz answers 503 until the listener closes", "delay", delay.String())
 	select {
-	case <-time.After(o.DrainDelay):
+	case <-time.After(delay):
 	case err := <-served:
 		return fmt.Errorf("serve: %w", err)
 	}

@@ -13,6 +13,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -93,7 +94,9 @@ type gateway struct {
 	url    string
 	log    *logBuffer
 	cancel context.CancelFunc
-	done   chan error
+	// interrupt ends the run with a cause, as a signal does.
+	interrupt context.CancelCauseFunc
+	done      chan error
 }
 
 // startMu serialises the start of runs: the listening hook is a package
@@ -111,7 +114,8 @@ func start(t *testing.T, args []string, e map[string]string) *gateway {
 	}
 	g := &gateway{log: &logBuffer{}, done: make(chan error, 1)}
 	var ctx context.Context
-	ctx, g.cancel = context.WithCancel(context.Background())
+	ctx, g.interrupt = context.WithCancelCause(context.Background())
+	g.cancel = func() { g.interrupt(nil) }
 
 	func() {
 		startMu.Lock()
@@ -493,6 +497,61 @@ func TestRunDrainDelay(t *testing.T) {
 	refusesConnections(t, g.addr)
 	if err := g.stop(t); err != nil {
 		t.Errorf("run = %v, want nil", err)
+	}
+}
+
+// TestRunInteractiveInterruptSkipsDrain: Ctrl-C in a terminal stops the
+// gateway at once, however long SHUTDOWN_DRAIN_DELAY is; a signal from
+// elsewhere (a container's SIGTERM) still drains first.
+func TestRunInteractiveInterruptSkipsDrain(t *testing.T) {
+	t.Parallel()
+	g := start(t, nil, map[string]string{"SHUTDOWN_DRAIN_DELAY": "1h"})
+	draining := g.log.logged("draining")
+	g.interrupt(errInteractiveInterrupt)
+	select {
+	case err := <-g.done:
+		if err != nil {
+			t.Errorf("run = %v, want nil", err)
+		}
+		g.done <- err // for the cleanup's stop
+	case <-time.After(wait):
+		t.Fatalf("run still draining after an interrupt in a terminal, with a drain delay of 1h\n%s", g.log)
+	}
+	select {
+	case <-draining:
+	default:
+		t.Errorf("run did not log its drain\n%s", g.log)
+	}
+	if !strings.Contains(g.log.String(), `"delay":"0s"`) {
+		t.Errorf("the drain's log line does not say it waits 0s:\n%s", g.log)
+	}
+}
+
+// TestSignalContext: the first SIGINT ends the context, with the cause of
+// an interrupt in a terminal only when interactive; SIGTERM never has it.
+func TestSignalContext(t *testing.T) {
+	for _, tc := range []struct {
+		sig         syscall.Signal
+		interactive bool
+		want        bool
+	}{
+		{syscall.SIGINT, true, true},
+		{syscall.SIGINT, false, false},
+		{syscall.SIGTERM, true, false},
+	} {
+		ctx, stop := signalContext(tc.interactive)
+		if err := syscall.Kill(os.Getpid(), tc.sig); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(wait):
+			t.Fatalf("%v: the context did not end", tc.sig)
+		}
+		if got := errors.Is(context.Cause(ctx), errInteractiveInterrupt); got != tc.want {
+			t.Errorf("%v, interactive %v: cause %v, want an interactive interrupt %v", tc.sig, tc.interactive, context.Cause(ctx), tc.want)
+		}
+		stop()
 	}
 }
 
