@@ -113,6 +113,7 @@ func TestSessionsExpire(t *testing.T) {
 				}
 			}
 			waitGone(t, ctx, s, "k:idle")
+			waitGone(t, ctx, s, "k:capped")
 			got, err := s.Charge(ctx, "k:idle", session.Charge{Counters: session.Counters{Requests: 1}, Budget: session.Budget{IdleTTL: time.Hour}})
 			if err != nil || !got.New || got.State.Requests != 1 || got.State.USD != 0 {
 				t.Fatalf("a charge of an expired session: %+v, %v; want a new one", got, err)
