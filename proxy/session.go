@@ -2,10 +2,12 @@ package proxy
 
 import (
 	"context"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/phasegate/phasegate/chat"
@@ -63,8 +65,13 @@ type sessionRun struct {
 	spent session.Cap
 	// tally counts the tool calls the response forwarded.
 	tally *tallySink
-	// charged is what the session was charged for the request so far.
+	// charged is what the session was charged for the request so far, in
+	// charges calls.
 	charged session.Counters
+	charges int
+	// nonce names the request's charges (not X-Request-Id, which the
+	// client may repeat).
+	nonce string
 }
 
 // openSession looks up the session a request names, if any: a request of
@@ -81,7 +88,7 @@ func (c *chatRequest) openSession(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	s := &sessionRun{key: sessionKey(sessionScope(c.r, c.x.ProjectID, len(h.keys.digests) > 0), id), budget: budget}
+	s := &sessionRun{key: sessionKey(sessionScope(c.r, c.x.ProjectID, len(h.keys.digests) > 0), id), budget: budget, nonce: rand.Text()}
 	st, _, err := h.sessions.Look(ctx, s.key)
 	if err != nil {
 		if ferr := h.sessionStoreFailed(c.w.Header(), err); ferr != nil {
@@ -196,7 +203,9 @@ func (c *chatRequest) chargeSession() {
 	if s.charged.Requests > 0 && due == (session.Counters{}) {
 		return
 	}
-	out, err := h.sessions.Charge(context.WithoutCancel(c.r.Context()), s.key, session.Charge{Counters: due, Cap: s.spent, Budget: s.budget})
+	s.charges++
+	id := s.nonce + "#" + strconv.Itoa(s.charges)
+	out, err := h.sessions.Charge(context.WithoutCancel(c.r.Context()), s.key, session.Charge{Counters: due, Cap: s.spent, Budget: s.budget, ID: id})
 	if err != nil {
 		h.metrics.StoreFailed(metrics.StoreSession)
 		c.log.Warn("session store failed; this request is not charged to its session", "error", err)
