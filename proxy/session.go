@@ -58,8 +58,8 @@ const SessionBudgetHeader = "X-Phasegate-Session-Budget"
 
 // sessionRun is the session of one request. It is owned by the request.
 type sessionRun struct {
-	key    string
-	budget session.Budget
+	id, key string
+	budget  session.Budget
 	// spent is the budget this request's forced final answer is for, ""
 	// when it is served as asked.
 	spent session.Cap
@@ -88,7 +88,7 @@ func (c *chatRequest) openSession(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	s := &sessionRun{key: sessionKey(sessionScope(c.r, c.x.ProjectID, len(h.keys.digests) > 0), id), budget: budget, nonce: rand.Text()}
+	s := &sessionRun{id: id, key: sessionKey(sessionScope(c.r, c.x.ProjectID, len(h.keys.digests) > 0), id), budget: budget, nonce: rand.Text()}
 	st, _, err := h.sessions.Look(ctx, s.key)
 	if err != nil {
 		if ferr := h.sessionStoreFailed(c.w.Header(), err); ferr != nil {
@@ -215,6 +215,9 @@ func (c *chatRequest) chargeSession() {
 	h.metrics.SessionCharged(m.label, due.USD, out.State.RateUSDPerHour(), out.Active, out.CappedSessions)
 	if out.Capped {
 		h.metrics.SessionCapped(string(out.State.Capped))
+		// The id, for GET /admin/sessions/{id}: the client named it.
+		c.log.Info("session spent its budget; its next requests get a final answer without tools", "session", s.id,
+			"budget", string(out.State.Capped), "tool_calls", out.State.ToolCalls, "tokens", out.State.Tokens(), "usd", out.State.USD)
 	}
 	for _, e := range out.Ended {
 		h.metrics.SessionEnded(string(e.Outcome), e.USD)
