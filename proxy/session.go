@@ -90,20 +90,19 @@ func (c *chatRequest) openSession(ctx context.Context) error {
 	}
 	s := &sessionRun{id: id, key: sessionKey(sessionScope(c.r, c.x.ProjectID, len(h.keys.digests) > 0), id), budget: budget, nonce: rand.Text()}
 	st, _, err := h.sessions.Look(ctx, s.key)
-	if err != nil {
-		if ferr := h.sessionStoreFailed(c.w.Header(), err); ferr != nil {
-			return ferr
-		}
-	} else if s.spent = st.Spent(budget, c.nextCharge(st)); s.spent != "" {
-		if err := c.sessionSpent(s, st); err != nil {
-			return err
-		}
+	if err == nil {
+		s.spent = st.Spent(budget, c.nextCharge(st))
 	}
-	if s.spent == "" {
+	switch {
+	case err != nil:
+		err = h.sessionStoreFailed(c.w.Header(), err)
+	case s.spent != "":
+		err = c.sessionSpent(s, st)
+	default:
 		h.metrics.SessionDecision("open")
 	}
 	c.sess = s
-	return nil
+	return err
 }
 
 // nextCharge estimates what the request's prompt adds to session st: its
