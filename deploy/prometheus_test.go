@@ -28,9 +28,11 @@ import (
 
 	"github.com/phasegate/phasegate/chat"
 	"github.com/phasegate/phasegate/metrics"
+	"github.com/phasegate/phasegate/pricing"
 	"github.com/phasegate/phasegate/protocol"
 	"github.com/phasegate/phasegate/proxy"
 	"github.com/phasegate/phasegate/proxy/proxytest"
+	"github.com/phasegate/phasegate/session"
 	"github.com/phasegate/phasegate/sim"
 )
 
@@ -77,8 +79,11 @@ func TestRealPrometheus(t *testing.T) {
 		return len(r) > 0, fmt.Sprintf("up: %v", r)
 	})
 	base := gw.URL + "/v1"
-	runAgent(t, ctx, base, loopingModel)
-	runAgent(t, ctx, base, sim.Model)
+	runAgent(t, ctx, base, loopingModel, http.Header{session.Header: {"looping-run"}})
+	// A session whose budget is one tool call: its second request is its
+	// forced final answer; then an operator resets it, which ends it.
+	runAgent(t, ctx, base, sim.Model, http.Header{session.Header: {"capped-run"}, session.HeaderMaxToolCalls: {"1"}})
+	resetSession(t, ctx, gw.URL, "capped-run")
 
 	rules := readRules(t)
 	prom.waitFor(t, ctx, "the alerts the looping session earns", func() (bool, string) {
@@ -144,7 +149,9 @@ func startGateway(t *testing.T) *httptest.Server {
 	models := []string{sim.Model, loopingModel}
 	m := metrics.New(reg, []string{"deepseek"}, models...)
 	metrics.RegisterTokenRatios(reg, models, func(string) float64 { return 1 })
-	cfg := proxy.Config{Providers: []proxy.Provider{{Name: "deepseek", BaseURL: up.URL + "/v1"}}}
+	cfg := proxy.Config{Providers: []proxy.Provider{{Name: "deepseek", BaseURL: up.URL + "/v1"}}, AdminAPIKey: adminKey,
+		Sessions: proxy.Sessions{Rules: session.Rules{Global: session.Budget{ToolCalls: 50, IdleTTL: time.Hour}}, FailOpen: true},
+		Prices:   []pricing.Rule{{Pattern: "*", Price: pricing.Price{InputCacheMiss: 1, InputCacheHit: 0.1, Output: 2}}}}
 	h, err := proxy.New(cfg, proxy.Options{Metrics: m, Gatherer: reg,
 		DefaultProtocol: proxy.ProtocolTwoStage, TwoStage: protocol.NewTwoStage(protocol.TwoStageConfig{Metrics: m}, nil)})
 	if err != nil {
@@ -173,12 +180,42 @@ func loop(req *chat.Request) sim.Reply {
 		Usage(40, 8, nil).Done().Reply()
 }
 
+// adminKey opens the admin routes of the gateway under test.
+const adminKey = "sk-test-admin"
+
+// resetSession resets session id through the admin route.
+func resetSession(t *testing.T, ctx context.Context, root, id string) {
+	t.Helper()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodDelete, root+"/admin/sessions/"+id, nil)
+	req.Header.Set("Authorization", "Bearer "+adminKey)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("DELETE /admin/sessions/%s: %s", id, resp.Status)
+	}
+}
+
+// withHeader is a transport that adds header to every request.
+type withHeader struct{ header http.Header }
+
+func (w withHeader) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	for k, v := range w.header {
+		r.Header[k] = v
+	}
+	return http.DefaultTransport.RoundTrip(r)
+}
+
 // runAgent is an agent loop: ask, run every tool call, send the results,
-// until the model answers.
-func runAgent(t *testing.T, ctx context.Context, baseURL, model string) {
+// until the model answers; header goes with every request.
+func runAgent(t *testing.T, ctx context.Context, baseURL, model string, header http.Header) {
 	t.Helper()
 	cfg := openai.DefaultConfig("sk-test-client")
 	cfg.BaseURL = baseURL
+	cfg.HTTPClient = &http.Client{Transport: withHeader{header}}
 	client := openai.NewClientWithConfig(cfg)
 	str := jsonschema.Definition{Type: jsonschema.String}
 	tools := []openai.Tool{

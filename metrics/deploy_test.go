@@ -106,7 +106,7 @@ func labelValues() map[string][]string {
 		"outcome":  slices.Concat(outcomes, metrics.TransientOutcomes, metrics.LeakOutcomes, metrics.EnvelopeOutcomes, metrics.RateLimitOutcomes),
 		"verdict":  metrics.Verdicts,
 		"budget":   metrics.Budgets,
-		"kind":     slices.Concat(metrics.UpstreamErrorKinds, metrics.TokenKinds, metrics.TruncationKinds, metrics.RepairKinds),
+		"kind":     slices.Concat(metrics.UpstreamErrorKinds, metrics.TokenKinds, metrics.TruncationKinds, metrics.RepairKinds, metrics.RefusalKinds()),
 		"source":   metrics.TokenSources,
 	}
 }

@@ -2,10 +2,12 @@ package proxy
 
 import (
 	"context"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/phasegate/phasegate/chat"
@@ -56,15 +58,20 @@ const SessionBudgetHeader = "X-Phasegate-Session-Budget"
 
 // sessionRun is the session of one request. It is owned by the request.
 type sessionRun struct {
-	key    string
-	budget session.Budget
+	id, key string
+	budget  session.Budget
 	// spent is the budget this request's forced final answer is for, ""
 	// when it is served as asked.
 	spent session.Cap
 	// tally counts the tool calls the response forwarded.
 	tally *tallySink
-	// charged is what the session was charged for the request so far.
+	// charged is what the session was charged for the request so far, in
+	// charges calls.
 	charged session.Counters
+	charges int
+	// nonce names the request's charges (not X-Request-Id, which the
+	// client may repeat).
+	nonce string
 }
 
 // openSession looks up the session a request names, if any: a request of
@@ -81,22 +88,21 @@ func (c *chatRequest) openSession(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	s := &sessionRun{key: sessionKey(sessionScope(c.r, c.x.ProjectID, len(h.keys.digests) > 0), id), budget: budget}
+	s := &sessionRun{id: id, key: sessionKey(sessionScope(c.r, c.x.ProjectID, len(h.keys.digests) > 0), id), budget: budget, nonce: rand.Text()}
 	st, _, err := h.sessions.Look(ctx, s.key)
-	if err != nil {
-		if ferr := h.sessionStoreFailed(c.w.Header(), err); ferr != nil {
-			return ferr
-		}
-	} else if s.spent = st.Spent(budget, c.nextCharge(st)); s.spent != "" {
-		if err := c.sessionSpent(s, st); err != nil {
-			return err
-		}
+	if err == nil {
+		s.spent = st.Spent(budget, c.nextCharge(st))
 	}
-	if s.spent == "" {
+	switch {
+	case err != nil:
+		err = h.sessionStoreFailed(c.w.Header(), err)
+	case s.spent != "":
+		err = c.sessionSpent(s, st)
+	default:
 		h.metrics.SessionDecision("open")
 	}
 	c.sess = s
-	return nil
+	return err
 }
 
 // nextCharge estimates what the request's prompt adds to session st: its
@@ -196,7 +202,9 @@ func (c *chatRequest) chargeSession() {
 	if s.charged.Requests > 0 && due == (session.Counters{}) {
 		return
 	}
-	out, err := h.sessions.Charge(context.WithoutCancel(c.r.Context()), s.key, session.Charge{Counters: due, Cap: s.spent, Budget: s.budget})
+	s.charges++
+	id := s.nonce + "#" + strconv.Itoa(s.charges)
+	out, err := h.sessions.Charge(context.WithoutCancel(c.r.Context()), s.key, session.Charge{Counters: due, Cap: s.spent, Budget: s.budget, ID: id})
 	if err != nil {
 		h.metrics.StoreFailed(metrics.StoreSession)
 		c.log.Warn("session store failed; this request is not charged to its session", "error", err)
@@ -206,6 +214,9 @@ func (c *chatRequest) chargeSession() {
 	h.metrics.SessionCharged(m.label, due.USD, out.State.RateUSDPerHour(), out.Active, out.CappedSessions)
 	if out.Capped {
 		h.metrics.SessionCapped(string(out.State.Capped))
+		// The id, for GET /admin/sessions/{id}: the client named it.
+		c.log.Info("session spent its budget; its next requests get a final answer without tools", "session", s.id,
+			"budget", string(out.State.Capped), "tool_calls", out.State.ToolCalls, "tokens", out.State.Tokens(), "usd", out.State.USD)
 	}
 	for _, e := range out.Ended {
 		h.metrics.SessionEnded(string(e.Outcome), e.USD)

@@ -125,6 +125,9 @@ func TestSessionRedisPaused(t *testing.T) {
 	if got := sampled(t, open.reg, "phasegate_session_requests_total", "decision", "failed_open"); got != 6 {
 		t.Errorf("failed_open decisions = %v, want 6", got)
 	}
+	if got := sampled(t, open.reg, "phasegate_session_requests_total", "decision", "open"); got != 1 {
+		t.Errorf("open decisions = %v, want the one before the pause", got)
+	}
 	if got := sampled(t, open.reg, "phasegate_redis_breaker_transitions_total", "state", "open"); got < 1 {
 		t.Errorf("the breaker never opened with Redis paused")
 	}

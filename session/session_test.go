@@ -11,6 +11,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/phasegate/phasegate/chat"
+	"github.com/phasegate/phasegate/metrics"
 	"github.com/phasegate/phasegate/session"
 )
 
@@ -239,5 +240,23 @@ func TestNotice(t *testing.T) {
 		if !strings.Contains(text, "("+tc.want+")") || !strings.Contains(shown, tc.want) || !strings.Contains(text, "final answer") {
 			t.Errorf("Notice(%s) = %q / %q, want both to name %q", tc.c, text, shown, tc.want)
 		}
+	}
+}
+
+// TestLabelsMatchMetrics: the caps and outcomes are the label values the
+// metrics initialise, spelled the same.
+func TestLabelsMatchMetrics(t *testing.T) {
+	var caps, outcomes []string
+	for _, c := range session.Caps {
+		caps = append(caps, string(c))
+	}
+	for _, o := range session.Outcomes {
+		outcomes = append(outcomes, string(o))
+	}
+	if diff := cmp.Diff(metrics.SessionCaps, caps); diff != "" {
+		t.Errorf("caps (-metrics +session):\n%s", diff)
+	}
+	if diff := cmp.Diff(metrics.SessionOutcomes, outcomes); diff != "" {
+		t.Errorf("outcomes (-metrics +session):\n%s", diff)
 	}
 }

@@ -82,6 +82,9 @@ type Charge struct {
 	// Budget is the request's budget: a counter that reaches it caps the
 	// session, and its IdleTTL is how long the session is kept.
 	Budget Budget
+	// ID, when set, names the charge: a store that retries a call whose
+	// reply was lost applies it once.
+	ID string
 }
 
 // Apply returns s after c, charged at now: the counters added, the cap

@@ -76,7 +76,9 @@ return f
 // the charged one too if it expired; adds the counters ARGV[2..8];
 // decays the spend (time constant ARGV[16] ms) and adds ARGV[7]; records
 // the cap ARGV[9], else the first budget (ARGV[10..12]) a counter
-// reached; keeps the budget and the idle TTL ARGV[13] (ms); and returns
+// reached; keeps the budget and the idle TTL ARGV[13] (ms) and the
+// charge's id ARGV[17], so that a charge retried after its reply was lost
+// is applied once; and returns
 // whether the session is new, whether this charge capped it, the sessions
 // held and capped, its fields, then what each session let go cost and its
 // cap.
@@ -87,6 +89,12 @@ for _, x in ipairs(redis.call('ZRANGEBYSCORE', dl, '-inf', t, 'LIMIT', 0, 32)) d
 local dead = redis.call('ZSCORE', dl, k)
 if dead and tonumber(dead) <= t then drop(k, h, ended) end
 local f = read(h)
+if ARGV[17] ~= '' and redis.call('HGET', h, 'cid') == ARGV[17] then
+  -- this charge was applied already: a call whose reply was lost, retried
+  local out = {0, 0, redis.call('ZCOUNT', dl, '(' .. t, '+inf'), redis.call('ZCOUNT', cp, '(' .. t, '+inf')}
+  for _, v in ipairs(f) do out[#out + 1] = v end
+  return out
+end
 local new = not f[10]
 local function n(i) return tonumber(f[i] or '0') or 0 end
 local c = {}
@@ -106,7 +114,7 @@ local ttl = tonumber(ARGV[13])
 local usd, decs = string.format('%.17g', c[6]), string.format('%.17g', dec)
 redis.call('HSET', h, 'r', int(c[1]), 'tc', int(c[2]), 'pt', int(c[3]), 'crt', int(c[4]), 'ct', int(c[5]), 'usd', usd,
   'up', int(c[7]), 'cap', cap, 'start', f[9] or int(t), 'last', int(t), 'dec', decs, 'btc', ARGV[10], 'btok', ARGV[11],
-  'busd', ARGV[12], 'ttl', int(ttl))
+  'busd', ARGV[12], 'ttl', int(ttl), 'cid', ARGV[17])
 redis.call('PEXPIRE', h, ttl + tonumber(ARGV[14]))
 redis.call('ZADD', dl, t + ttl, k)
 if cap ~= '' then redis.call('ZADD', cp, t + ttl, k) end
@@ -158,7 +166,7 @@ func (r *RedisSessions) Charge(ctx context.Context, key string, c session.Charge
 	args := []any{key, c.Requests, c.ToolCalls, c.PromptTokens, c.CacheReadTokens, c.CompletionTokens,
 		strconv.FormatFloat(c.USD, 'g', -1, 64), c.UnpricedTokens, string(c.Cap), c.Budget.ToolCalls, c.Budget.Tokens,
 		strconv.FormatFloat(c.Budget.USD, 'g', -1, 64), ttl.Milliseconds(), sessionGrace.Milliseconds(), sessionKey,
-		session.RateWindow.Milliseconds()}
+		session.RateWindow.Milliseconds(), c.ID}
 	v, err := sessionChargeScript.Run(ctx, r.c, r.keys(key), args...).Slice()
 	if err != nil {
 		return session.Charged{}, fmt.Errorf("charge session: %w", err)

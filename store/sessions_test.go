@@ -86,6 +86,27 @@ func sessionsContract(t *testing.T, s sessionStore) {
 	}
 }
 
+// TestRedisSessionsChargeOnce: a charge sent again with its id (a call
+// retried after its reply was lost) is applied once.
+func TestRedisSessionsChargeOnce(t *testing.T) {
+	r, _ := openTestRedis(t)
+	s := NewRedisSessions(r)
+	ctx := testContext(t)
+	c := session.Charge{Counters: session.Counters{Requests: 1, ToolCalls: 1, USD: 0.5}, Budget: session.Budget{ToolCalls: 2, IdleTTL: time.Hour}, ID: "n1#1"}
+	first, err := s.Charge(ctx, "k:once", c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := s.Charge(ctx, "k:once", c)
+	if err != nil || again.New || again.Capped || !sameCounters(again.State.Counters, first.State.Counters) || again.Active != 1 {
+		t.Errorf("the same charge again: %+v, %v; want the session as the first left it", again, err)
+	}
+	c.ID = "n1#2"
+	if next, err := s.Charge(ctx, "k:once", c); err != nil || next.State.ToolCalls != 2 || !next.Capped {
+		t.Errorf("the request's next charge: %+v, %v; want it applied", next, err)
+	}
+}
+
 // sameCounters compares counters, dollars to a billionth.
 func sameCounters(a, b session.Counters) bool {
 	if math.Abs(a.USD-b.USD) > 1e-9 {
@@ -113,6 +134,7 @@ func TestSessionsExpire(t *testing.T) {
 				}
 			}
 			waitGone(t, ctx, s, "k:idle")
+			waitGone(t, ctx, s, "k:capped")
 			got, err := s.Charge(ctx, "k:idle", session.Charge{Counters: session.Counters{Requests: 1}, Budget: session.Budget{IdleTTL: time.Hour}})
 			if err != nil || !got.New || got.State.Requests != 1 || got.State.USD != 0 {
 				t.Fatalf("a charge of an expired session: %+v, %v; want a new one", got, err)
