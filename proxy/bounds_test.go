@@ -275,10 +275,11 @@ func metricsHas(t *testing.T, gw *httptest.Server, line string) bool {
 }
 
 // TestInflightBytes: the bodies of requests in flight are bounded in
-// memory together. While one request holds most of the bound, another
-// is answered 503 with Retry-After in OpenAI's shape, whether it sends
-// its Content-Length or is chunked, and counted; once the first ends,
-// requests are served again.
+// memory together, charged as they arrive. While one request holds most
+// of the bound with what it sent, another is answered 503 with
+// Retry-After in OpenAI's shape, whether it sends its Content-Length or
+// is chunked, and counted; once the first ends, requests are served
+// again.
 func TestInflightBytes(t *testing.T) {
 	up, usrv := proxytest.NewServer(t, proxytest.Simulated())
 	cfg := config(usrv)
@@ -286,14 +287,16 @@ func TestInflightBytes(t *testing.T) {
 	cfg.MaxInflightBytes = proxy.InflightFactor * cfg.MaxBodyBytes
 	gw := newGateway(t, cfg)
 
-	// The holder announces 60 KiB and sends its body only at the end.
+	// The holder sends all of its 60 KiB body but the last 100 bytes.
 	held := `{"model":"` + testModel + `","messages":[{"role":"user","content":"` + strings.Repeat("x", 60<<10) + `"}]}`
 	holder := rawPost(t, gw, "/v1/chat/completions", fmt.Sprintf("Content-Length: %d\r\n", len(held)))
-	if _, err := io.WriteString(holder, held[:100]); err != nil {
+	sent := len(held) - 100
+	if _, err := io.WriteString(holder, held[:sent]); err != nil {
 		t.Fatal(err)
 	}
-	// Its charge shows once its handler runs: a bounded number of looks.
-	charged := fmt.Sprintf("phasegate_inflight_body_bytes %d", proxy.InflightFactor*len(held))
+	// Its charge shows once its handler has read it: a bounded number of
+	// looks.
+	charged := fmt.Sprintf("phasegate_inflight_body_bytes %d", proxy.InflightFactor*sent)
 	for try := 0; !metricsHas(t, gw, charged); try++ {
 		if try == 1000 {
 			t.Fatalf("/metrics never showed %s", charged)
@@ -327,7 +330,7 @@ func TestInflightBytes(t *testing.T) {
 		t.Fatalf("%d requests reached the upstream while the holder held the bound", n)
 	}
 
-	if _, err := io.WriteString(holder, held[100:]); err != nil {
+	if _, err := io.WriteString(holder, held[sent:]); err != nil {
 		t.Fatal(err)
 	}
 	if resp, got := readResponse(t, holder); resp.StatusCode != http.StatusOK {
@@ -348,3 +351,4 @@ func TestInflightBytes(t *testing.T) {
 		runtime.Gosched()
 	}
 }
+

@@ -22,7 +22,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
-	"golang.org/x/sync/semaphore"
 
 	"github.com/phasegate/phasegate/chat"
 	"github.com/phasegate/phasegate/internal/redact"
@@ -165,8 +164,8 @@ type Handler struct {
 	// forward are the headers of FORWARD_HEADERS, canonical.
 	forward []string
 	// inflight holds the memory of the request bodies in flight
-	// (Config.MaxInflightBytes).
-	inflight *semaphore.Weighted
+	// (Config.MaxInflightBytes, Config.MaxInflightShare).
+	inflight *inflight
 }
 
 // New builds a Handler from a validated config.
@@ -209,7 +208,7 @@ func New(cfg Config, opts Options) (*Handler, error) {
 		recent:   opts.Recent,
 		redactor: red,
 		forward:  canonicalKeys(cfg.ForwardHeaders),
-		inflight: semaphore.NewWeighted(cfg.MaxInflightBytes),
+		inflight: newInflight(cfg.MaxInflightBytes, cfg.inflightShare()),
 	}
 	h.ownDefaults(opts)
 	h.watchCancels()
