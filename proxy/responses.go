@@ -164,6 +164,9 @@ func (h *Handler) prepareResponses(r *http.Request) (*responsesCall, error) {
 	if c.body, err = io.ReadAll(r.Body); err != nil {
 		return nil, err
 	}
+	if err = checkResponsesBody(c.body, h.cfg.Limits); err != nil {
+		return nil, err
+	}
 	if c.req, err = responses.ParseRequest(c.body); err != nil {
 		return nil, err
 	}

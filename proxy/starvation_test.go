@@ -166,7 +166,7 @@ func TestInflightShare(t *testing.T) {
 			cfg := starvationConfig(usrv)
 			cfg.MaxBodyBytes = 64 << 10
 			cfg.MaxInflightBytes = 4 * proxy.InflightFactor * cfg.MaxBodyBytes // a share is one largest body
-			cfg.MinBodyRate = proxy.BodyRate{} // the holder waits on the test, however loaded
+			cfg.MinBodyRate = proxy.BodyRate{}                                 // the holder waits on the test, however loaded
 			if !tt.keys {
 				cfg.ClientKeys, cfg.TrustedProxies = nil, []string{"127.0.0.1"}
 			}
