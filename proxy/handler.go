@@ -189,7 +189,7 @@ func New(cfg Config, opts Options) (*Handler, error) {
 	}
 	h := &Handler{
 		cfg:      cfg,
-		client:   &http.Client{Transport: tr, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }},
+		client:   &http.Client{Transport: decodingTransport{next: tr}, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }},
 		log:      log,
 		standard: protocol.Standard{Tracer: opts.Tracer, Metrics: opts.Metrics},
 		twoStage: opts.TwoStage,
