@@ -13,8 +13,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/phasegate/phasegate/internal/redistest"
+	"github.com/phasegate/phasegate/protocol"
 	"github.com/phasegate/phasegate/proxy"
 	"github.com/phasegate/phasegate/proxy/proxytest"
+	"github.com/phasegate/phasegate/sim"
+	"github.com/phasegate/phasegate/store"
 )
 
 // starvationConfig is a gateway with four client keys, bodies of at most
@@ -253,5 +257,41 @@ func TestBodyTooSlow(t *testing.T) {
 	}
 	if n := len(up.Received()); n != 1 {
 		t.Errorf("%d requests reached the upstream, want the fair one", n)
+	}
+}
+
+// TestStoredResponsesOfOtherKeysSurvive: one client key that stores
+// response after response fills only its own share of the store of
+// responses (in this process, and on Redis): another key's stored
+// response is still there for its next turn. Before, the store evicted
+// the oldest records whoever they were, and the other key's next turn was
+// a 400 previous_response_not_found.
+func TestStoredResponsesOfOtherKeysSurvive(t *testing.T) {
+	for _, onRedis := range []bool{false, true} {
+		t.Run(map[bool]string{false: "memory", true: "redis"}[onRedis], func(t *testing.T) {
+			_, usrv := proxytest.NewServer(t, proxytest.Simulated())
+			cfg := starvationConfig(usrv)
+			cfg.Providers[0].Name = "deepseek"
+			opts := proxy.Options{DefaultProtocol: proxy.ProtocolTwoStage, TwoStage: protocol.NewTwoStage(protocol.TwoStageConfig{}, nil),
+				Responses: store.NewMemoryResponses(time.Hour, 64<<10)}
+			if onRedis {
+				r, err := store.OpenRedisWith(redistest.Start(t).URL, store.RedisOptions{Timeout: 2 * time.Second})
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { _ = r.Close() })
+				opts.Responses = store.NewRedisResponses(r, time.Hour, 64<<10)
+			}
+			gw := serveGateway(t, cfg, opts)
+			kept := rsCreate(t, gw, "/v1/responses", "pk-tenant-1", map[string]any{"model": sim.Model, "input": "remember me"})
+			for i := range 40 { // 40 records of over 4 KiB: the store three times over
+				rsCreate(t, gw, "/v1/responses", "pk-tenant-0", map[string]any{"model": sim.Model, "input": fmt.Sprintf("%d %s", i, strings.Repeat("x", 4<<10))})
+			}
+			status, _, b := rsRaw(t, gw, http.MethodPost, "/v1/responses", "pk-tenant-1",
+				`{"model":"`+sim.Model+`","input":"and now?","previous_response_id":"`+kept.ID+`"}`)
+			if status != http.StatusOK {
+				t.Errorf("the other key's next turn: %d %s", status, b)
+			}
+		})
 	}
 }
