@@ -32,18 +32,23 @@ type Limits struct {
 	// together. Default 64 KiB. (The server itself refuses more than
 	// 1 MiB before the gateway sees the request.)
 	MaxHeaderBytes int
+	// MaxItemReferences bounds the distinct items the item_reference
+	// items of one Responses request name: each is a read of the store.
+	// Default 1,000.
+	MaxItemReferences int
 }
 
 // DefaultLimits returns the limits phasegate starts with.
 func DefaultLimits() Limits {
-	return Limits{MaxDepth: 64, MaxMessages: 10_000, MaxTools: 512, MaxToolSchemaBytes: 256 << 10, MaxArgumentsBytes: 4 << 20, MaxHeaderBytes: 64 << 10}
+	return Limits{MaxDepth: 64, MaxMessages: 10_000, MaxTools: 512, MaxToolSchemaBytes: 256 << 10, MaxArgumentsBytes: 4 << 20, MaxHeaderBytes: 64 << 10,
+		MaxItemReferences: 1_000}
 }
 
 func (l Limits) withDefaults() Limits {
 	d := DefaultLimits()
 	for _, f := range []struct{ v, def *int }{{&l.MaxDepth, &d.MaxDepth}, {&l.MaxMessages, &d.MaxMessages},
 		{&l.MaxTools, &d.MaxTools}, {&l.MaxToolSchemaBytes, &d.MaxToolSchemaBytes}, {&l.MaxArgumentsBytes, &d.MaxArgumentsBytes},
-		{&l.MaxHeaderBytes, &d.MaxHeaderBytes}} {
+		{&l.MaxHeaderBytes, &d.MaxHeaderBytes}, {&l.MaxItemReferences, &d.MaxItemReferences}} {
 		if *f.v <= 0 {
 			*f.v = *f.def
 		}

@@ -265,21 +265,9 @@ func (h *Handler) resolveInput(ctx context.Context, owner string, req *responses
 		input = append(append(input, rec.Input...), resp.Output...)
 	}
 	own = len(input)
-	refs := make(map[string]responses.Item)
-	for _, id := range req.References() {
-		b, err := h.stored.Get(ctx, itemKey(owner, id))
-		if errors.Is(err, store.ErrNotFound) {
-			continue // Resolve names it
-		}
-		if bodyBytes += int64(len(b)); bodyBytes > h.cfg.MaxBodyBytes {
-			return nil, 0, h.conversationTooLarge(req, bodyBytes)
-		}
-		var it responses.Item
-		if err != nil || json.Unmarshal(b, &it) != nil {
-			h.log.Warn("store of responses failed", "error", err)
-			return nil, 0, errResponsesUnavailable
-		}
-		refs[id] = it
+	refs, err := h.lookupItems(ctx, owner, req.References(), bodyBytes, func(n int64) error { return h.conversationTooLarge(req, n) })
+	if err != nil {
+		return nil, 0, err
 	}
 	items, err := responses.Resolve(req.Items(), refs)
 	if err != nil {

@@ -230,6 +230,21 @@ func (m *MemoryResponses) Get(_ context.Context, key string) ([]byte, error) {
 	return r.val, nil
 }
 
+// GetMany returns the records under keys, in their order, nil for a key
+// it does not hold.
+func (m *MemoryResponses) GetMany(_ context.Context, keys []string) ([][]byte, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	now := time.Now()
+	out := make([][]byte, len(keys))
+	for i, k := range keys {
+		if r, ok := m.records[k]; ok && (m.ttl == 0 || now.Before(r.expires)) {
+			out[i] = r.val
+		}
+	}
+	return out, nil
+}
+
 // Delete forgets the record under key; ErrNotFound when there is none.
 func (m *MemoryResponses) Delete(ctx context.Context, key string) error {
 	if _, err := m.Get(ctx, key); err != nil {
@@ -367,6 +382,29 @@ func (m *RedisResponses) Get(ctx context.Context, key string) ([]byte, error) {
 		return nil, fmt.Errorf("read response record: %w", err)
 	}
 	return b, nil
+}
+
+// GetMany returns the records under keys, in their order, nil for a key
+// it does not hold, in one round trip (MGET).
+func (m *RedisResponses) GetMany(ctx context.Context, keys []string) ([][]byte, error) {
+	if len(keys) == 0 {
+		return nil, nil
+	}
+	full := make([]string, len(keys))
+	for i, k := range keys {
+		full[i] = responsesKeys.entry + k
+	}
+	vals, err := m.r.c.MGet(ctx, full...).Result()
+	if err != nil {
+		return nil, fmt.Errorf("read response records: %w", err)
+	}
+	out := make([][]byte, len(keys))
+	for i, v := range vals {
+		if s, ok := v.(string); ok {
+			out[i] = []byte(s)
+		}
+	}
+	return out, nil
 }
 
 // Delete forgets the record under key; ErrNotFound when there is none.
