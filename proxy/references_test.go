@@ -2,6 +2,7 @@ package proxy_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -10,9 +11,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/phasegate/phasegate/internal/redistest"
+	"github.com/phasegate/phasegate/metrics"
 	"github.com/phasegate/phasegate/protocol"
 	"github.com/phasegate/phasegate/proxy"
 	"github.com/phasegate/phasegate/proxy/proxytest"
@@ -34,12 +37,7 @@ func referencesGateway(t *testing.T) (*httptest.Server, func() int64) {
 	cfg := proxy.Config{Providers: []proxy.Provider{{Name: "deepseek", BaseURL: usrv.URL + "/v1"}}}
 	gw := serveGateway(t, cfg, proxy.Options{DefaultProtocol: proxy.ProtocolTwoStage, TwoStage: protocol.NewTwoStage(protocol.TwoStageConfig{}, nil),
 		Responses: store.NewRedisResponses(r, time.Hour, 64<<20)})
-	opt, err := redis.ParseURL(srv.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := redis.NewClient(opt)
-	t.Cleanup(func() { _ = c.Close() })
+	c := redisClient(t, srv.URL)
 	commands := func() int64 {
 		info, err := c.Info(context.Background(), "stats").Result()
 		if err != nil {
@@ -102,4 +100,109 @@ func TestItemReferencesBatched(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestStoreWriteReported: a response the store does not keep (here, one
+// larger than its key's share of a small store) is still served, and
+// its client is told: X-Phasegate-Stored: false, a header on a JSON
+// answer and a trailer on a stream, and the next previous_response_id
+// naming it is a 400 that says why. One that is kept says true. Before,
+// nothing told the client, and its next turn read "not found".
+func TestStoreWriteReported(t *testing.T) {
+	_, usrv := proxytest.NewServer(t, proxytest.Simulated())
+	cfg := proxy.Config{Providers: []proxy.Provider{{Name: "deepseek", BaseURL: usrv.URL + "/v1"}}}
+	gw := serveGateway(t, cfg, proxy.Options{DefaultProtocol: proxy.ProtocolTwoStage, TwoStage: protocol.NewTwoStage(protocol.TwoStageConfig{}, nil),
+		Responses: store.NewMemoryResponses(time.Hour, 64<<10)}) // 16 KiB a key
+	large := strings.Repeat("x", 20<<10)
+	for _, stream := range []bool{false, true} {
+		t.Run(map[bool]string{false: "json", true: "stream"}[stream], func(t *testing.T) {
+			ctx := testContext(t)
+			for _, tt := range []struct {
+				input, want string
+			}{{"hi", "true"}, {large, "false"}} {
+				body := fmt.Sprintf(`{"model":%q,"input":%q,"stream":%v}`, sim.Model, tt.input, stream)
+				resp := post(t, ctx, gw, "/v1/responses", body, nil)
+				b := readAll(t, resp.Body) // trailers are read with the body's end
+				got := resp.Header.Get(proxy.StoredHeader)
+				if stream {
+					got = resp.Trailer.Get(proxy.StoredHeader)
+				}
+				if resp.StatusCode != http.StatusOK || got != tt.want {
+					t.Errorf("input of %d bytes: status %d, %s %q; want 200 and %q", len(tt.input), resp.StatusCode, proxy.StoredHeader, got, tt.want)
+				}
+				if tt.want == "true" {
+					continue
+				}
+				id := responseID(t, b, stream)
+				status, _, eb := rsRaw(t, gw, http.MethodPost, "/v1/responses", "", `{"model":"`+sim.Model+`","input":"more","previous_response_id":"`+id+`"}`)
+				if e := rsError(t, eb); status != http.StatusBadRequest || e.Code != "previous_response_not_stored" || !strings.Contains(e.Message, "share") {
+					t.Errorf("next turn: %d %s; want a 400 previous_response_not_stored saying why", status, eb)
+				}
+			}
+		})
+	}
+}
+
+// responseID is the id of the response of a JSON answer or a stream.
+func responseID(t *testing.T, b []byte, stream bool) string {
+	t.Helper()
+	if !stream {
+		var r rsResponse
+		if err := json.Unmarshal(b, &r); err != nil || r.ID == "" {
+			t.Fatalf("no response id in %s", b)
+		}
+		return r.ID
+	}
+	_, r := rsFinal(t, rsEvents(t, b))
+	return r.ID
+}
+
+// TestLargeStoreWrite: a stored response of 6 MiB is written to Redis
+// while Redis holds writes for 800 ms (CLIENT PAUSE WRITE), far past
+// REDIS_TIMEOUT (100 ms): a large write has a deadline of its own, scaled
+// to its size, so it is stored, the client is told so, its next turn
+// finds it, and the breaker of the short calls stays closed. Before, the
+// write failed after REDIS_TIMEOUT, the client got 200 with nothing
+// stored, and each such failure counted towards opening the breaker that
+// turns rate limits off for every key.
+func TestLargeStoreWrite(t *testing.T) {
+	_, usrv := proxytest.NewServer(t, proxytest.Simulated())
+	srv := redistest.Start(t)
+	reg := prometheus.NewRegistry()
+	m := metrics.New(reg, []string{"deepseek"})
+	r, err := store.OpenRedisWith(srv.URL, store.RedisOptions{Observer: m})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = r.Close() })
+	cfg := proxy.Config{Providers: []proxy.Provider{{Name: "deepseek", BaseURL: usrv.URL + "/v1"}}}
+	gw := serveGateway(t, cfg, proxy.Options{DefaultProtocol: proxy.ProtocolTwoStage, TwoStage: protocol.NewTwoStage(protocol.TwoStageConfig{}, nil),
+		Metrics: m, Gatherer: reg, Responses: store.NewRedisResponses(r, time.Hour, 256<<20)})
+	admin := redisClient(t, srv.URL)
+	ctx := testContext(t)
+	if err := admin.Do(ctx, "CLIENT", "PAUSE", "800", "WRITE").Err(); err != nil {
+		t.Fatal(err)
+	}
+	resp := post(t, ctx, gw, "/v1/responses", fmt.Sprintf(`{"model":%q,"input":%q}`, sim.Model, strings.Repeat("x", 3<<20)), nil)
+	b := readAll(t, resp.Body)
+	if resp.StatusCode != http.StatusOK || resp.Header.Get(proxy.StoredHeader) != "true" {
+		t.Fatalf("status %d, %s %q; want 200, stored", resp.StatusCode, proxy.StoredHeader, resp.Header.Get(proxy.StoredHeader))
+	}
+	id := responseID(t, b, false)
+	if status, _, eb := rsRaw(t, gw, http.MethodPost, "/v1/responses", "", `{"model":"`+sim.Model+`","input":"more","previous_response_id":"`+id+`"}`); status != http.StatusOK {
+		t.Errorf("next turn: %d %.300s", status, eb)
+	}
+	metricsHave(t, gw, `phasegate_redis_breaker_state{state="closed"} 1`)
+}
+
+// redisClient is a client of the Redis at url, closed when the test ends.
+func redisClient(t *testing.T, url string) *redis.Client {
+	t.Helper()
+	opt, err := redis.ParseURL(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := redis.NewClient(opt)
+	t.Cleanup(func() { _ = c.Close() })
+	return c
 }

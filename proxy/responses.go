@@ -218,7 +218,9 @@ func (h *Handler) serveResponses(w http.ResponseWriter, r *http.Request, proto s
 	}
 	if c.req.Stored() {
 		refs := c.req.References()
-		rw.onEnd = func(resp *responses.Response) { h.storeResponse(ctx, c.owner, resp, c.input, c.own, refs) }
+		rw.onEnd = func(resp *responses.Response) {
+			rw.reportStored(h.storeResponse(ctx, c.owner, resp, c.input, c.own, refs))
+		}
 		if c.resume {
 			rw.onStart = rw.onEnd // read in_progress while it runs
 		}
@@ -244,7 +246,7 @@ func (h *Handler) resolveInput(ctx context.Context, owner string, req *responses
 		}
 		rec, err := h.record(ctx, owner, id)
 		if errors.Is(err, store.ErrNotFound) {
-			return nil, 0, responses.NotFound("previous_response_id", "Previous response", id)
+			return nil, 0, h.previousNotFound(ctx, owner, id)
 		}
 		if err != nil {
 			return nil, 0, err
@@ -328,15 +330,17 @@ func (h *Handler) record(ctx context.Context, owner, id string) (*record, error)
 // when it was stored, the items named by refs when the response that
 // made them was), unless it was deleted while it ran.
 // It runs before the response's last event is written, so a client that
-// sends the next turn at once finds it. A failure is logged: the answer
-// stands, only a later reference to it fails.
-func (h *Handler) storeResponse(ctx context.Context, owner string, resp *responses.Response, input []responses.Item, own int, refs []string) {
+// sends the next turn at once finds it. A failure is reported (see
+// storeFailed) and returned: the answer stands, the client is told it
+// was not stored.
+func (h *Handler) storeResponse(ctx context.Context, owner string, resp *responses.Response, input []responses.Item, own int, refs []string) error {
 	ctx = context.WithoutCancel(ctx)
 	if err := h.notDeleted(ctx, owner, resp.ID); err != nil {
 		if !errors.Is(err, store.ErrNotFound) {
-			h.log.Warn("response not stored", "response_id", resp.ID, "error", err)
+			h.storeFailed(ctx, owner, resp.ID, err)
+			return err
 		}
-		return // deleted while it ran: it stays deleted
+		return nil // deleted while it ran: it stays deleted
 	}
 	rec := record{Response: resp.JSON(), Input: input}
 	index := resp.Output()
@@ -363,8 +367,9 @@ func (h *Handler) storeResponse(ctx context.Context, owner string, resp *respons
 		}
 	}
 	if err != nil {
-		h.log.Warn("response not stored", "response_id", resp.ID, "error", err)
+		h.storeFailed(ctx, owner, resp.ID, err)
 	}
+	return err
 }
 
 // getResponse serves GET /v1/responses/{id}: the response as it stands

@@ -15,6 +15,10 @@ import (
 // is kept unless RESPONSES_TTL says otherwise.
 const DefaultResponsesTTL = 7 * 24 * time.Hour
 
+// ErrTooLarge is what Put answers for a record larger than its group may
+// hold (or the whole store, for a key of no group): it is not kept.
+var ErrTooLarge = errors.New("record larger than its share of the store of responses")
+
 // GroupShare is the part of a store of records one group may hold: a
 // key of the form kind:group:rest ("resp:<owner>:<id>") is charged to its
 // group, which holds at most a GroupShare-th of the store's bound. When
@@ -86,7 +90,8 @@ func NewMemoryResponses(ttl time.Duration, maxBytes int64) *MemoryResponses {
 // groupBytes is what one group may hold; 0 for no bound.
 func (m *MemoryResponses) groupBytes() int64 { return m.maxBytes / GroupShare }
 
-// Put keeps val under key, replacing what was there.
+// Put keeps val under key, replacing what was there; ErrTooLarge, and
+// nothing kept, for a record larger than its share.
 func (m *MemoryResponses) Put(_ context.Context, key string, val []byte) error {
 	n := int64(len(key) + len(val))
 	g := groupOf(key)
@@ -94,7 +99,7 @@ func (m *MemoryResponses) Put(_ context.Context, key string, val []byte) error {
 	defer m.mu.Unlock()
 	m.drop(key)
 	if m.maxBytes > 0 && (n > m.maxBytes || g != "" && n > m.groupBytes()) {
-		return nil
+		return ErrTooLarge
 	}
 	m.expire(time.Now())
 	m.makeRoom(g, n)
@@ -341,7 +346,8 @@ end
 // putScript keeps ARGV[5] under ARGV[4], the total under ARGV[2] bytes
 // (0: unbounded) and the key's group under ARGV[3], evicting as
 // groupedLua's shrinkGroup and shrink do, and drops the entries older
-// than ARGV[1] ms by Redis's clock (now()). One script, so replicas
+// than ARGV[1] ms by Redis's clock (now()). It returns 1 when the record
+// is too large to keep, 0 when it was kept. One script, so replicas
 // never see the bookkeeping half done.
 var putScript = redis.NewScript(groupedLua + `
 local ttl, max, gmax, id, v = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4], ARGV[5]
@@ -349,7 +355,7 @@ local now = now()
 expire(now, ttl)
 drop(id)
 local n, g = #id + #v, group(id)
-if max > 0 and (n > max or (g and n > gmax)) then return 0 end
+if max > 0 and (n > max or (g and n > gmax)) then return 1 end
 if max > 0 then
   if g then shrinkGroup(g, gmax - n) end
   shrink(max - n)
@@ -363,11 +369,25 @@ var delScript = redis.NewScript(groupedLua + `
 return drop(ARGV[1])
 `)
 
-// Put keeps val under key, replacing what was there.
+// Put keeps val under key, replacing what was there; ErrTooLarge, and
+// nothing kept, for a record larger than its share. A value of
+// LargeValue or more is written with a deadline of its own, scaled to
+// its size, on connections whose breaker is not the short calls'.
 func (m *RedisResponses) Put(ctx context.Context, key string, val []byte) error {
 	args := []any{m.ttl.Milliseconds(), m.maxBytes, m.maxBytes / GroupShare, key, val}
-	if err := putScript.Run(ctx, m.r.c, responsesKeyList(), args...).Err(); err != nil {
+	c := m.r.c
+	if len(val) >= LargeValue {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, m.r.bulkTimeout(len(val)))
+		defer cancel()
+		c = m.r.bulk
+	}
+	n, err := putScript.Run(ctx, c, responsesKeyList(), args...).Int()
+	if err != nil {
 		return fmt.Errorf("store response record: %w", err)
+	}
+	if n == 1 {
+		return ErrTooLarge
 	}
 	return nil
 }

@@ -41,8 +41,8 @@ func TestResponsesBounds(t *testing.T) {
 					t.Errorf("Get(%s) = %q, %v", k, got, err)
 				}
 			}
-			if err := s.Put(ctx, "big", []byte(strings.Repeat("x", maxBytes))); err != nil {
-				t.Fatal(err)
+			if err := s.Put(ctx, "big", []byte(strings.Repeat("x", maxBytes))); !errors.Is(err, ErrTooLarge) {
+				t.Errorf("Put of a record larger than the memory: %v, want ErrTooLarge", err)
 			}
 			if _, err := s.Get(ctx, "big"); !errors.Is(err, ErrNotFound) {
 				t.Errorf("a record larger than the memory was kept: %v", err)
