@@ -6,8 +6,10 @@ import (
 	"compress/flate"
 	"compress/gzip"
 	"compress/zlib"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -191,4 +193,46 @@ func inflate(b []byte) []byte {
 		}
 	}
 	return b
+}
+
+// TestPassThroughRedactsEncodedKey: a pass-through answer that writes the
+// gateway's key back base64-encoded (inside a Basic credential, cut
+// across two writes of a stream) or percent-encoded byte by byte reaches
+// the client redacted, whole or streamed. Before, both passed.
+func TestPassThroughRedactsEncodedKey(t *testing.T) {
+	t.Parallel()
+	b64 := base64.StdEncoding.EncodeToString([]byte("user:" + passKey))
+	var pct strings.Builder
+	for i := 0; i < len(passKey); i++ {
+		fmt.Fprintf(&pct, "%%%02X", passKey[i])
+	}
+	tests := []struct {
+		name, contentType string
+		parts             []string
+	}{
+		{"JSON, base64", "application/json", []string{`{"auth":"Basic ` + b64 + `"}`}},
+		{"JSON, percent-encoded", "application/json", []string{`{"url":"https://x/?k=` + pct.String() + `"}`}},
+		{"stream, base64 cut by a flush", "text/event-stream", []string{"data: {\"auth\":\"Basic " + b64[:20], b64[20:] + "\"}\n\ndata: [DONE]\n\n"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			gw := leakyUpstream(t, func(w http.ResponseWriter, _ *http.Request, flush func()) {
+				w.Header().Set("Content-Type", tt.contentType)
+				for _, p := range tt.parts {
+					_, _ = io.WriteString(w, p)
+					flush()
+				}
+			})
+			resp, got := embeddingsOnWire(t, gw)
+			if resp.StatusCode != http.StatusOK || !strings.Contains(string(got), "[redacted]") {
+				t.Errorf("answer %d %q, want a 200 with the key redacted", resp.StatusCode, got)
+			}
+			for _, leak := range []string{b64[12:40], pct.String()[30:60]} {
+				if strings.Contains(string(got), leak) {
+					t.Errorf("answer %q holds %q of the encoded key", got, leak)
+				}
+			}
+		})
+	}
 }
