@@ -11,14 +11,23 @@ const (
 	// BoundBodyTimeout: the request body did not arrive within
 	// BODY_READ_TIMEOUT; the request was answered 408.
 	BoundBodyTimeout = "body_read_timeout"
+	// BoundInflightShare: the bodies in flight of one client key (or one
+	// client address, without client keys) were at its share of
+	// MAX_INFLIGHT_BYTES (MAX_INFLIGHT_SHARE); the request was answered
+	// 429.
+	BoundInflightShare = "inflight_share"
+	// BoundBodyTooSlow: the request body arrived slower than
+	// MIN_BODY_RATE once MIN_BODY_RATE_GRACE had passed; the request was
+	// answered 408.
+	BoundBodyTooSlow = "body_too_slow"
 )
 
 // Bounds are the values of the bound label.
-var Bounds = []string{BoundInflightBytes, BoundBodyTimeout}
+var Bounds = []string{BoundInflightBytes, BoundBodyTimeout, BoundInflightShare, BoundBodyTooSlow}
 
 func newBounded() *prometheus.CounterVec {
 	return prometheus.NewCounterVec(prometheus.CounterOpts{Name: "phasegate_requests_bounded_total",
-		Help: "Requests refused by a bound of the gateway's resources: the memory of requests in flight (503), the time to read a body (408)."}, []string{"bound"})
+		Help: "Requests refused by a bound of the gateway's resources: the memory of requests in flight (503), one client's share of it (429), the time to read a body and its rate (408)."}, []string{"bound"})
 }
 
 func newInflightBytes() prometheus.Gauge {

@@ -19,7 +19,7 @@ type sharedMetrics struct {
 var (
 	// StoreFeatures are the values of the feature label of
 	// phasegate_shared_store_errors_total.
-	StoreFeatures = []string{StoreReasoning, StoreRateLimit, StoreResume, StoreSession}
+	StoreFeatures = []string{StoreReasoning, StoreRateLimit, StoreResume, StoreSession, StoreResponses}
 	// RateLimits are the values of the limit label of
 	// phasegate_rate_limit_decisions_total.
 	RateLimits = []string{"key_requests", "key_tokens", "project_requests", "project_tokens", "address_requests", "address_tokens"}
@@ -42,6 +42,9 @@ const (
 	StoreRateLimit = "rate_limit"
 	StoreResume    = "resume"
 	StoreSession   = "session"
+	// StoreResponses: a response of the Responses API was served but not
+	// stored.
+	StoreResponses = "responses"
 )
 
 // Outcomes of a rate limit.

@@ -6,6 +6,8 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"strconv"
+	"sync"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -18,29 +20,94 @@ import (
 var errBusy = &chat.Error{Status: http.StatusServiceUnavailable, Type: chat.TypeServer, Code: "server_busy",
 	Message: "this gateway holds as many request bodies as its memory bound allows (MAX_INFLIGHT_BYTES); try again shortly"}
 
+// errShare answers a request whose client already holds its share of the
+// memory bound of requests in flight: the fault of that client's own
+// bodies, so a 429, as a rate limit is.
+var errShare = &chat.Error{Status: http.StatusTooManyRequests, Type: "requests", Code: "inflight_share_exceeded",
+	Message: "this client's request bodies in flight hold its share of the gateway's memory bound (MAX_INFLIGHT_SHARE of MAX_INFLIGHT_BYTES); finish or close the requests it has open, or try again shortly"}
+
+// inflight is the memory bound of the request bodies in flight: of all
+// of them together (MAX_INFLIGHT_BYTES), and of each tenant's
+// (MAX_INFLIGHT_SHARE), so that no one client can hold the whole bound.
+// A tenant is a client key, or a client address where there are no
+// client keys (see Handler.tenant). It is safe for concurrent use.
+type inflight struct {
+	total, share int64
+	mu           sync.Mutex
+	used         int64
+	tenants      map[string]int64 // bytes held, only tenants holding any
+}
+
+func newInflight(total, share int64) *inflight {
+	return &inflight{total: total, share: min(share, total), tenants: map[string]int64{}}
+}
+
+// acquire charges n bytes to tenant ("" charges the total bound only):
+// nil, or errBusy past the total bound, or errShare past the tenant's
+// share; a refusal charges nothing.
+func (f *inflight) acquire(tenant string, n int64) *chat.Error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.used+n > f.total {
+		return errBusy
+	}
+	if tenant != "" {
+		if f.tenants[tenant]+n > f.share {
+			return errShare
+		}
+		f.tenants[tenant] += n
+	}
+	f.used += n
+	return nil
+}
+
+// release gives back n bytes acquire charged to tenant.
+func (f *inflight) release(tenant string, n int64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.used -= n
+	if tenant == "" {
+		return
+	}
+	if f.tenants[tenant] -= n; f.tenants[tenant] <= 0 {
+		delete(f.tenants, tenant)
+	}
+}
+
+// TryAcquire charges n bytes to the total bound alone: what a request
+// adds beyond its body (the stored history of a Responses request).
+func (f *inflight) TryAcquire(n int64) bool { return f.acquire("", n) == nil }
+
+// Release gives back n bytes TryAcquire charged.
+func (f *inflight) Release(n int64) { f.release("", n) }
+
+// tenant names who a request's body is charged to: its client key when
+// the gateway has client keys and the request presents one, else its
+// client address (gin's ClientIP, see clientAddress).
+func (h *Handler) tenant(c *gin.Context) string {
+	if len(h.keys.digests) > 0 {
+		if token, ok := cutBearer(c.Request.Header.Get("Authorization")); ok {
+			if i := h.keys.match(token); i >= 0 {
+				return "key:" + strconv.Itoa(i)
+			}
+		}
+	}
+	return "addr:" + clientAddress(c.ClientIP())
+}
+
 // boundBody is the middleware that bounds what a request body costs:
-// its memory counts against the bound of all requests in flight
-// (charged for its Content-Length before the handler runs, or as it is
-// read when the length is not sent) until the request ends, and its
-// reads have a deadline. A request past the memory bound is answered 503
-// with Retry-After, counted.
+// its memory, charged as it arrives, counts against the bound of all
+// requests in flight and against its tenant's share of it until the
+// request ends, and its reads have a deadline and a least rate. A body
+// that announces a length and sends nothing holds nothing.
 func (h *Handler) boundBody(c *gin.Context) {
 	r := c.Request
 	if r.Body == nil || r.Body == http.NoBody {
 		c.Next()
 		return
 	}
-	b := &boundedBody{body: r.Body, w: c.Writer, h: h}
+	b := &boundedBody{body: r.Body, w: c.Writer, h: h, tenant: h.tenant(c)}
 	defer b.release()
-	if n := r.ContentLength; n > 0 && !b.charge(min(n, h.cfg.MaxBodyBytes)) {
-		h.metrics.Bounded(metrics.BoundInflightBytes)
-		b.stop()
-		c.Writer.Header().Set("Retry-After", "1")
-		h.refuseRoute(c, errBusy)
-		c.Abort()
-		return
-	}
-	b.sized = r.ContentLength > 0
 	r.Body = b
 	c.Next()
 }
@@ -51,31 +118,36 @@ type boundedBody struct {
 	body    io.ReadCloser
 	w       http.ResponseWriter
 	h       *Handler
-	sized   bool // charged for its Content-Length up front
+	tenant  string
 	charged int64
-	// deadline is when the body must have been read; zero before the
-	// first read.
+	// first is the time of the first read; zero before it. received
+	// counts the bytes read since.
+	first    time.Time
+	received int64
+	// deadline is the read deadline set on the connection; tooSlow
+	// reports that it is the one of the least rate, before the body's.
 	deadline time.Time
+	tooSlow  bool
 	ended    bool
 }
 
-// charge counts n more bytes of body against the bound; false when they
-// do not fit.
-func (b *boundedBody) charge(n int64) bool {
+// charge counts n more bytes of body against the bounds: nil, or the
+// error of the bound they do not fit.
+func (b *boundedBody) charge(n int64) *chat.Error {
 	if n <= 0 {
-		return true
+		return nil
 	}
-	if !b.h.inflight.TryAcquire(n * InflightFactor) {
-		return false
+	if e := b.h.inflight.acquire(b.tenant, n*InflightFactor); e != nil {
+		return e
 	}
 	b.charged += n * InflightFactor
 	b.h.metrics.InflightBytes(n * InflightFactor)
-	return true
+	return nil
 }
 
 func (b *boundedBody) release() {
 	if b.charged > 0 {
-		b.h.inflight.Release(b.charged)
+		b.h.inflight.release(b.tenant, b.charged)
 		b.h.metrics.InflightBytes(-b.charged)
 		b.charged = 0
 	}
@@ -85,20 +157,24 @@ func (b *boundedBody) Read(p []byte) (int, error) {
 	if b.ended {
 		return 0, io.EOF
 	}
-	if b.deadline.IsZero() {
-		b.setDeadline()
+	if b.first.IsZero() {
+		b.first = time.Now()
 	}
+	b.setDeadline()
 	n, err := b.body.Read(p)
-	if !b.sized && !b.charge(int64(n)) {
-		b.h.metrics.Bounded(metrics.BoundInflightBytes)
+	b.received += int64(n)
+	if e := b.charge(int64(n)); e != nil {
+		bound := metrics.BoundInflightBytes
+		if e == errShare {
+			bound = metrics.BoundInflightShare
+		}
+		b.h.metrics.Bounded(bound)
 		b.w.Header().Set("Retry-After", "1")
 		b.stop()
-		return 0, errBusy
+		return 0, e
 	}
 	if errors.Is(err, os.ErrDeadlineExceeded) {
-		b.h.metrics.Bounded(metrics.BoundBodyTimeout)
-		err = &chat.Error{Status: http.StatusRequestTimeout, Type: chat.TypeInvalidRequest, Code: "request_body_timeout",
-			Message: fmt.Sprintf("the request body did not arrive within %s", b.limit())}
+		err = b.timedOut()
 	}
 	switch {
 	case err == io.EOF:
@@ -107,6 +183,21 @@ func (b *boundedBody) Read(p []byte) (int, error) {
 		b.stop()
 	}
 	return n, err
+}
+
+// timedOut is the 408 of a body whose read deadline passed: too slow for
+// the least rate, or not all there by the body's deadline.
+func (b *boundedBody) timedOut() error {
+	if b.tooSlow {
+		b.h.metrics.Bounded(metrics.BoundBodyTooSlow)
+		rate := float64(b.received) / max(time.Since(b.first).Seconds(), 1e-3)
+		return &chat.Error{Status: http.StatusRequestTimeout, Type: chat.TypeInvalidRequest, Code: "request_body_too_slow",
+			Message: fmt.Sprintf("the request body arrived at %s/s, slower than this gateway accepts (MIN_BODY_RATE, %s/s once %s have passed)",
+				formatBytes(int64(rate)), formatBytes(b.h.cfg.MinBodyRate.BytesPerSecond), b.h.cfg.MinBodyRate.Grace)}
+	}
+	b.h.metrics.Bounded(metrics.BoundBodyTimeout)
+	return &chat.Error{Status: http.StatusRequestTimeout, Type: chat.TypeInvalidRequest, Code: "request_body_timeout",
+		Message: fmt.Sprintf("the request body did not arrive within %s", b.limit())}
 }
 
 // limit is how long the body may take: Timeouts.Body, but no longer than
@@ -119,14 +210,28 @@ func (b *boundedBody) limit() time.Duration {
 	return t.Body
 }
 
-// setDeadline sets the read deadline of the connection, from the first
-// read of the body on.
+// setDeadline sets the read deadline of the connection for the next
+// read: the body's deadline (limit after its first read), or sooner the
+// time at which the body, if nothing more arrives, falls below the least
+// rate (MinBodyRate after its grace). A deadline that has not moved is
+// not set again.
 func (b *boundedBody) setDeadline() {
-	b.deadline = time.Now()
+	var at time.Time
 	if d := b.limit(); d > 0 {
-		b.deadline = b.deadline.Add(d)
-		_ = http.NewResponseController(b.w).SetReadDeadline(b.deadline) // unsupported: the request timeout still ends the handler
+		at = b.first.Add(d)
 	}
+	b.tooSlow = false
+	if m := b.h.cfg.MinBodyRate; m.BytesPerSecond > 0 {
+		wait := max(m.Grace, time.Duration(float64(b.received)/float64(m.BytesPerSecond)*float64(time.Second)))
+		if slow := b.first.Add(wait); at.IsZero() || slow.Before(at) {
+			at, b.tooSlow = slow, true
+		}
+	}
+	if at.IsZero() || at.Equal(b.deadline) {
+		return
+	}
+	b.deadline = at
+	_ = http.NewResponseController(b.w).SetReadDeadline(at) // unsupported: the request timeout still ends the handler
 }
 
 // end clears the read deadline once the body is read: net/http then
@@ -135,7 +240,7 @@ func (b *boundedBody) setDeadline() {
 // it too as it starts that read; this does not rely on it.)
 func (b *boundedBody) end() {
 	b.ended = true
-	if b.limit() > 0 {
+	if !b.deadline.IsZero() {
 		_ = http.NewResponseController(b.w).SetReadDeadline(time.Time{})
 	}
 }

@@ -136,7 +136,7 @@ func TestMessageCountBeforeDecoding(t *testing.T) {
 	}{
 		{"500,000 messages", tinyMessages("messages", 500_000, broken), "messages", "the request has 500001 messages; this gateway accepts at most 10000"},
 		{"an escaped key", tinyMessages(`messag\u0065s`, 20_000, broken), "messages", "the request has 20001 messages"},
-		{"601 tools", tools, "tools", "the request declares 601 tools; this gateway accepts at most 512"},
+		{"601 tools", tools, "tools", "the request has 601 tools; this gateway accepts at most 512"},
 	}
 	up, gw := startUpstream(t, proxytest.Simulated())
 	for _, tt := range tests {
@@ -275,10 +275,11 @@ func metricsHas(t *testing.T, gw *httptest.Server, line string) bool {
 }
 
 // TestInflightBytes: the bodies of requests in flight are bounded in
-// memory together. While one request holds most of the bound, another
-// is answered 503 with Retry-After in OpenAI's shape, whether it sends
-// its Content-Length or is chunked, and counted; once the first ends,
-// requests are served again.
+// memory together, charged as they arrive. While one request holds most
+// of the bound with what it sent, another is answered 503 with
+// Retry-After in OpenAI's shape, whether it sends its Content-Length or
+// is chunked, and counted; once the first ends, requests are served
+// again.
 func TestInflightBytes(t *testing.T) {
 	up, usrv := proxytest.NewServer(t, proxytest.Simulated())
 	cfg := config(usrv)
@@ -286,14 +287,16 @@ func TestInflightBytes(t *testing.T) {
 	cfg.MaxInflightBytes = proxy.InflightFactor * cfg.MaxBodyBytes
 	gw := newGateway(t, cfg)
 
-	// The holder announces 60 KiB and sends its body only at the end.
+	// The holder sends all of its 60 KiB body but the last 100 bytes.
 	held := `{"model":"` + testModel + `","messages":[{"role":"user","content":"` + strings.Repeat("x", 60<<10) + `"}]}`
 	holder := rawPost(t, gw, "/v1/chat/completions", fmt.Sprintf("Content-Length: %d\r\n", len(held)))
-	if _, err := io.WriteString(holder, held[:100]); err != nil {
+	sent := len(held) - 100
+	if _, err := io.WriteString(holder, held[:sent]); err != nil {
 		t.Fatal(err)
 	}
-	// Its charge shows once its handler runs: a bounded number of looks.
-	charged := fmt.Sprintf("phasegate_inflight_body_bytes %d", proxy.InflightFactor*len(held))
+	// Its charge shows once its handler has read it: a bounded number of
+	// looks.
+	charged := fmt.Sprintf("phasegate_inflight_body_bytes %d", proxy.InflightFactor*sent)
 	for try := 0; !metricsHas(t, gw, charged); try++ {
 		if try == 1000 {
 			t.Fatalf("/metrics never showed %s", charged)
@@ -327,7 +330,7 @@ func TestInflightBytes(t *testing.T) {
 		t.Fatalf("%d requests reached the upstream while the holder held the bound", n)
 	}
 
-	if _, err := io.WriteString(holder, held[100:]); err != nil {
+	if _, err := io.WriteString(holder, held[sent:]); err != nil {
 		t.Fatal(err)
 	}
 	if resp, got := readResponse(t, holder); resp.StatusCode != http.StatusOK {
@@ -346,5 +349,75 @@ func TestInflightBytes(t *testing.T) {
 			t.Fatalf("after the holder ended: status %d: %s", resp.StatusCode, got)
 		}
 		runtime.Gosched()
+	}
+}
+
+// tinyItems is a Responses API body of n tiny input items under key, then
+// tail (an item, or "").
+func tinyItems(key string, n int, tail string) string {
+	var b strings.Builder
+	b.WriteString(`{"model":"` + testModel + `","` + key + `":[`)
+	for i := range n {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(`{"role":"user","content":"x"}`)
+	}
+	if tail != "" {
+		b.WriteString("," + tail)
+	}
+	b.WriteString(`]}`)
+	return b.String()
+}
+
+// TestResponsesCountBeforeDecoding: the Responses API counts its input
+// items and tools, and bounds the depth, while it scans the body, before
+// any of it is decoded, with the chat route's limits and errors: 500,000
+// tiny items (14 MiB, which took 6.2 s and 612 MiB to decode before the
+// count applied) are refused without decoding the broken last one, and
+// so are 200,000 tools; a key in another case or escaped counts the
+// same, as encoding/json would decode it.
+func TestResponsesCountBeforeDecoding(t *testing.T) {
+	const broken = `{"role":7,"content":"x"}`
+	tools := `{"model":"` + testModel + `","input":"hi","tools":[` + strings.Repeat(`{"type":"function","name":"t"},`, 200_000) + `{"type":"function","name":7}]}`
+	deep := `{"model":"` + testModel + `","input":[{"role":"user","content":` + strings.Repeat("[", 100) + strings.Repeat("]", 100) + `}]}`
+	tests := []struct {
+		name, body, param, message string
+	}{
+		{"500,000 items", tinyItems("input", 500_000, broken), "input", "the request has 500001 input items; this gateway accepts at most 10000"},
+		{"a key in another case", tinyItems("INPUT", 20_000, broken), "input", "the request has 20001 input items"},
+		{"an escaped key", tinyItems(`inp\u0075t`, 20_000, broken), "input", "the request has 20001 input items"},
+		{"200,001 tools", tools, "tools", "the request has 200001 tools; this gateway accepts at most 512"},
+		{"nested 100 deep", deep, "", "more than 64 deep"},
+	}
+	cfg := config(closedServer(t))
+	cfg.MaxBodyBytes = 32 << 20
+	cfg.MaxInflightBytes = proxy.InflightFactor * cfg.MaxBodyBytes
+	gw := newGateway(t, cfg)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var before, after runtime.MemStats
+			runtime.GC()
+			runtime.ReadMemStats(&before)
+			t0 := time.Now()
+			resp := post(t, testContext(t), gw, "/v1/responses", tt.body, nil)
+			got := readAll(t, resp.Body)
+			took := time.Since(t0)
+			runtime.ReadMemStats(&after)
+			alloc := after.TotalAlloc - before.TotalAlloc
+			t.Logf("%d bytes refused in %v, %d MiB allocated", len(tt.body), took, alloc>>20)
+			if resp.StatusCode != http.StatusBadRequest {
+				t.Fatalf("status %d, want 400: %.300s", resp.StatusCode, got)
+			}
+			e := decodeError(t, got)
+			if p := e.Error.Param; (p == nil) != (tt.param == "") || p != nil && *p != tt.param || !strings.Contains(e.Error.Message, tt.message) {
+				t.Errorf("got %s, want param %q and a message with %q", got, tt.param, tt.message)
+			}
+			// Reading the body costs about twice its bytes; decoding the
+			// items cost 40 times them.
+			if limit := uint64(max(8*len(tt.body), 1<<20)); alloc > limit {
+				t.Errorf("%d MiB allocated to refuse %d bytes, want less than %d MiB", alloc>>20, len(tt.body), limit>>20)
+			}
+		})
 	}
 }

@@ -95,6 +95,23 @@ type Timeouts struct {
 	Body time.Duration
 }
 
+// BodyRate is the least rate a request body must arrive at
+// (MIN_BODY_RATE, MIN_BODY_RATE_GRACE): once Grace has passed since its
+// first byte, a body whose bytes so far average less than BytesPerSecond
+// is answered 408, before BODY_READ_TIMEOUT would end it. A connection
+// that announces a body and sends nothing is so cut after Grace.
+type BodyRate struct {
+	BytesPerSecond int64
+	Grace          time.Duration
+}
+
+// DefaultMinBodyRate returns the least rate phasegate starts with:
+// 16 KiB/s (128 kbit/s, the uplink of a poor mobile connection) once 5 s
+// have passed. A body of the largest size must arrive at over 500 KiB/s
+// anyway to beat BODY_READ_TIMEOUT; the rate cuts, within seconds, the
+// connections that send a byte now and then to hold a handler.
+func DefaultMinBodyRate() BodyRate { return BodyRate{BytesPerSecond: 16 << 10, Grace: 5 * time.Second} }
+
 // Config is what the proxy needs; cmd/phasegate builds it from flags, the
 // environment and the config file, and Validate checks it once.
 type Config struct {
@@ -117,7 +134,17 @@ type Config struct {
 	// past it is answered 503 with Retry-After (MAX_INFLIGHT_BYTES).
 	// Default 1 GiB.
 	MaxInflightBytes int64
-	Timeouts         Timeouts
+	// MaxInflightShare is the percentage of MaxInflightBytes the bodies
+	// of one client key may hold together (of one client address where
+	// there are no client keys), never less than one body of the largest
+	// size (MAX_INFLIGHT_SHARE): past it, that client's next body is
+	// answered 429 while every other client is served. 100 shares
+	// nothing. Default DefaultMaxInflightShare.
+	MaxInflightShare int
+	// MinBodyRate is the least rate a request body must arrive at; zero
+	// BytesPerSecond sets none.
+	MinBodyRate BodyRate
+	Timeouts    Timeouts
 	// Limits bound the shape of a chat request; zero fields take
 	// DefaultLimits.
 	Limits Limits
@@ -303,7 +330,19 @@ const (
 	DefaultMaxEventBytes    = 8 << 20
 	DefaultMaxResponseBytes = 64 << 20
 	DefaultMaxInflightBytes = 1 << 30
+	// DefaultMaxInflightShare lets four clients fill MAX_INFLIGHT_BYTES
+	// together: one client alone can never hold it all, and a gateway
+	// serving a handful of busy keys still lets each post several bodies
+	// of the largest size at once (two at the default bounds).
+	DefaultMaxInflightShare = 25
 )
+
+// inflightShare is the bytes one client's bodies in flight may hold:
+// MaxInflightShare percent of MaxInflightBytes, never less than one body
+// of the largest size.
+func (c *Config) inflightShare() int64 {
+	return max(c.MaxInflightBytes/100*int64(c.MaxInflightShare), InflightFactor*c.MaxBodyBytes)
+}
 
 // InflightFactor is what a request in flight is charged per byte of its
 // body: reading and decoding an agent's request allocate about 8.4 times
@@ -339,6 +378,9 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.MaxInflightBytes == 0 {
 		c.MaxInflightBytes = DefaultMaxInflightBytes
+	}
+	if c.MaxInflightShare == 0 {
+		c.MaxInflightShare = DefaultMaxInflightShare
 	}
 	c.Limits = c.Limits.withDefaults()
 	if c.Resume.TTL == 0 {
@@ -445,7 +487,8 @@ func (c Config) validateBounds(field func(name, format string, args ...any)) {
 		"RateLimits.KeyRequests": int64(c.RateLimits.KeyRequests), "RateLimits.KeyTokens": int64(c.RateLimits.KeyTokens),
 		"RateLimits.ProjectRequests": int64(c.RateLimits.ProjectRequests), "RateLimits.ProjectTokens": int64(c.RateLimits.ProjectTokens),
 		"RateLimits.AddressRequests": int64(c.RateLimits.AddressRequests), "RateLimits.AddressTokens": int64(c.RateLimits.AddressTokens),
-		"Resume.MaxBytes": c.Resume.MaxBytes, "Resume.MemoryBytes": c.Resume.MemoryBytes, "Retry.Attempts": int64(c.Retry.Attempts)} {
+		"Resume.MaxBytes": c.Resume.MaxBytes, "Resume.MemoryBytes": c.Resume.MemoryBytes, "Retry.Attempts": int64(c.Retry.Attempts),
+		"MinBodyRate.BytesPerSecond": c.MinBodyRate.BytesPerSecond} {
 		if n < 0 {
 			field(name, "must not be negative")
 		}
@@ -463,8 +506,11 @@ func (c Config) validateBounds(field func(name, format string, args ...any)) {
 	if c.MaxInflightBytes > 0 && c.MaxInflightBytes < InflightFactor*c.MaxBodyBytes {
 		field("MaxInflightBytes", "must be at least %d times the largest body accepted (%d bytes): a body of the largest size could never be served", InflightFactor, c.MaxBodyBytes)
 	}
+	if c.MaxInflightShare < 0 || c.MaxInflightShare > 100 {
+		field("MaxInflightShare", "must be a percentage from 1 to 100")
+	}
 	for name, d := range map[string]time.Duration{"Timeouts.Connect": c.Timeouts.Connect, "Timeouts.FirstByte": c.Timeouts.FirstByte, "Timeouts.Idle": c.Timeouts.Idle,
-		"Timeouts.Request": c.Timeouts.Request, "Timeouts.Body": c.Timeouts.Body, "Resume.TTL": c.Resume.TTL, "ResponsesTTL": c.ResponsesTTL, "Retry.Base": c.Retry.Base, "Retry.MaxWait": c.Retry.MaxWait} {
+		"Timeouts.Request": c.Timeouts.Request, "Timeouts.Body": c.Timeouts.Body, "MinBodyRate.Grace": c.MinBodyRate.Grace, "Resume.TTL": c.Resume.TTL, "ResponsesTTL": c.ResponsesTTL, "Retry.Base": c.Retry.Base, "Retry.MaxWait": c.Retry.MaxWait} {
 		if d < 0 {
 			field(name, "must not be negative")
 		}

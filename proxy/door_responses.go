@@ -64,7 +64,9 @@ func (c *responsesCall) sink(w http.ResponseWriter, ew eventWriter, resumable bo
 	var onEnd func(*responses.Response)
 	if c.req.Stored() {
 		refs := c.req.References()
-		onEnd = func(resp *responses.Response) { c.h.storeResponse(c.r.Context(), c.owner, resp, c.input, c.own, refs) }
+		onEnd = func(resp *responses.Response) {
+			reportStored(w, ew != nil, c.h.storeResponse(c.r.Context(), c.owner, resp, c.input, c.own, refs))
+		}
 	}
 	render := func(completion []byte) ([]byte, error) {
 		if err := responses.FromCompletion(c.resp, completion); err != nil {

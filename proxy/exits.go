@@ -137,12 +137,16 @@ var forwarded = []string{
 }
 
 // neverForwarded are the headers FORWARD_HEADERS cannot name: credentials
-// and billing selectors (which only upstreamAuth decides), and the
-// framing and routing headers the transport sets itself.
+// and billing selectors (which only upstreamAuth decides), the framing and
+// routing headers the transport sets itself, and the content codings and
+// ranges of the answer: with Accept-Encoding the transport no longer
+// undoes the answer's compression, and a compressed or partial body
+// would pass the redaction unread.
 var neverForwarded = []string{
 	"Authorization", "Proxy-Authorization", "Cookie", "Api-Key", "X-Api-Key",
 	"Openai-Organization", "Openai-Project", "Host", "Content-Length",
-	"Transfer-Encoding", "Connection", "Te", "Trailer", "Upgrade", "Keep-Alive",
+	"Transfer-Encoding", "Connection", "Te", "Trailer", "Upgrade", "Keep-Alive", "Proxy-Connection", "Expect",
+	"Accept-Encoding", "Content-Encoding", "Range", "If-Range",
 }
 
 // checkForwardable reports why name cannot be added to the forwarded

@@ -21,7 +21,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
-	"golang.org/x/sync/semaphore"
 
 	"github.com/phasegate/phasegate/chat"
 	"github.com/phasegate/phasegate/internal/redact"
@@ -173,8 +172,8 @@ type Handler struct {
 	// forward are the headers of FORWARD_HEADERS, canonical.
 	forward []string
 	// inflight holds the memory of the request bodies in flight
-	// (Config.MaxInflightBytes).
-	inflight *semaphore.Weighted
+	// (Config.MaxInflightBytes, Config.MaxInflightShare).
+	inflight *inflight
 	// sessions and prices serve Config.Sessions (proxy/session.go).
 	sessions SessionStore
 	prices   *pricing.Table
@@ -211,7 +210,7 @@ func New(cfg Config, opts Options) (*Handler, error) {
 	h := &Handler{
 		sealer:   sealer,
 		cfg:      cfg,
-		client:   &http.Client{Transport: tr, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }},
+		client:   &http.Client{Transport: decodingTransport{next: tr}, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }},
 		log:      log,
 		standard: protocol.Standard{Tracer: opts.Tracer, Metrics: opts.Metrics},
 		twoStage: opts.TwoStage,
@@ -230,7 +229,7 @@ func New(cfg Config, opts Options) (*Handler, error) {
 		recent:   opts.Recent,
 		redactor: red,
 		forward:  canonicalKeys(cfg.ForwardHeaders),
-		inflight: semaphore.NewWeighted(cfg.MaxInflightBytes),
+		inflight: newInflight(cfg.MaxInflightBytes, cfg.inflightShare()),
 		sessions: opts.Sessions,
 		prices:   pricing.New(cfg.Prices...),
 		doors:    opts.doors,

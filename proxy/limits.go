@@ -1,8 +1,6 @@
 package proxy
 
 import (
-	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -10,7 +8,6 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/phasegate/phasegate/chat"
-	"github.com/phasegate/phasegate/internal/jsonscan"
 	"github.com/phasegate/phasegate/tools"
 )
 
@@ -35,18 +32,23 @@ type Limits struct {
 	// together. Default 64 KiB. (The server itself refuses more than
 	// 1 MiB before the gateway sees the request.)
 	MaxHeaderBytes int
+	// MaxItemReferences bounds the distinct items the item_reference
+	// items of one Responses request name: each is a read of the store.
+	// Default 1,000.
+	MaxItemReferences int
 }
 
 // DefaultLimits returns the limits phasegate starts with.
 func DefaultLimits() Limits {
-	return Limits{MaxDepth: 64, MaxMessages: 10_000, MaxTools: 512, MaxToolSchemaBytes: 256 << 10, MaxArgumentsBytes: 4 << 20, MaxHeaderBytes: 64 << 10}
+	return Limits{MaxDepth: 64, MaxMessages: 10_000, MaxTools: 512, MaxToolSchemaBytes: 256 << 10, MaxArgumentsBytes: 4 << 20, MaxHeaderBytes: 64 << 10,
+		MaxItemReferences: 1_000}
 }
 
 func (l Limits) withDefaults() Limits {
 	d := DefaultLimits()
 	for _, f := range []struct{ v, def *int }{{&l.MaxDepth, &d.MaxDepth}, {&l.MaxMessages, &d.MaxMessages},
 		{&l.MaxTools, &d.MaxTools}, {&l.MaxToolSchemaBytes, &d.MaxToolSchemaBytes}, {&l.MaxArgumentsBytes, &d.MaxArgumentsBytes},
-		{&l.MaxHeaderBytes, &d.MaxHeaderBytes}} {
+		{&l.MaxHeaderBytes, &d.MaxHeaderBytes}, {&l.MaxItemReferences, &d.MaxItemReferences}} {
 		if *f.v <= 0 {
 			*f.v = *f.def
 		}
@@ -54,99 +56,21 @@ func (l Limits) withDefaults() Limits {
 	return l
 }
 
-// checkBody checks, in one pass over the raw body before anything is
-// decoded, the limits decoding would otherwise pay for first: the nesting
-// depth (encoding/json recurses that deep), and the number of messages
-// and tools (it builds every one of them, about 16 times the bytes of
-// 500,000 tiny messages, before their count could be looked at).
+// checkBody refuses a chat request body over the limits of its depth,
+// messages and tools before it is decoded (see chat.CheckCounts).
 func checkBody(body []byte, l Limits) error {
-	s := bodyScan{limits: l}
-	for i := 0; i < len(body); i++ {
-		c := body[i]
-		if s.depth == 2 && s.counting != "" {
-			switch c {
-			case ',':
-				s.commas++
-			case ' ', '\t', '\r', '\n', ']':
-			default:
-				s.nonEmpty = true
-			}
-		}
-		switch c {
-		case '"':
-			end := jsonscan.StringClose(body, i+1)
-			if end < 0 {
-				end = len(body) // it does not close: nothing more nests
-			}
-			if s.depth == 1 {
-				s.key = body[i+1 : end] // a key, or a value no array follows
-			}
-			i = end
-		case '{', '[':
-			if s.depth++; s.depth > l.MaxDepth {
-				return chat.InvalidRequest("", "the request nests JSON objects and arrays more than %d deep", l.MaxDepth)
-			}
-			if s.depth == 2 && c == '[' {
-				s.counting, s.commas, s.nonEmpty = memberName(s.key), 0, false
-			}
-		case '}', ']':
-			if s.depth == 2 && s.counting != "" {
-				if err := s.counted(); err != nil {
-					return err
-				}
-			}
-			s.depth--
-		}
-	}
-	return nil
+	return chat.CheckCounts(body, l.MaxDepth,
+		chat.Bound{Member: "messages", What: "messages", Max: l.MaxMessages},
+		chat.Bound{Member: "tools", What: "tools", Max: l.MaxTools})
 }
 
-// bodyScan is the state of checkBody: its depth, and the top-level array
-// of messages or tools whose elements it counts.
-type bodyScan struct {
-	limits   Limits
-	depth    int
-	key      []byte // the last string closed at depth 1
-	counting string // "messages" or "tools": the array at depth 2
-	commas   int
-	nonEmpty bool
-}
-
-// counted checks the count of the array just closed.
-func (s *bodyScan) counted() error {
-	n := s.commas
-	if s.nonEmpty {
-		n++
-	}
-	what := s.counting
-	s.counting = ""
-	switch {
-	case what == "messages" && n > s.limits.MaxMessages:
-		return chat.InvalidRequest("messages", "the request has %d messages; this gateway accepts at most %d", n, s.limits.MaxMessages)
-	case what == "tools" && n > s.limits.MaxTools:
-		return chat.InvalidRequest("tools", "the request declares %d tools; this gateway accepts at most %d", n, s.limits.MaxTools)
-	}
-	return nil
-}
-
-// memberName is the name of a top-level member whose array is counted,
-// given its key as written ("" for any other): an escaped spelling
-// ("messag\u0065s") names the same member once decoded.
-func memberName(raw []byte) string {
-	if bytes.IndexByte(raw, '\\') >= 0 {
-		var name string
-		if json.Unmarshal(append(append([]byte{'"'}, raw...), '"'), &name) != nil {
-			return ""
-		}
-		raw = []byte(name)
-	}
-	switch string(raw) {
-	case "messages":
-		return "messages"
-	case "tools":
-		return "tools"
-	}
-	return ""
+// checkResponsesBody is checkBody for a Responses API request, which is
+// decoded into a struct (its member names matched in any case): its
+// input items become messages, so the same limits bound them.
+func checkResponsesBody(body []byte, l Limits) error {
+	return chat.CheckCounts(body, l.MaxDepth,
+		chat.Bound{Member: "input", FoldCase: true, What: "input items", Max: l.MaxMessages},
+		chat.Bound{Member: "tools", FoldCase: true, What: "tools", Max: l.MaxTools})
 }
 
 // checkShape refuses a parsed request over the limits. (checkBody
@@ -154,10 +78,10 @@ func memberName(raw []byte) string {
 // counted again here for requests built otherwise.)
 func checkShape(req *chat.Request, l Limits) error {
 	if n := len(req.Messages); n > l.MaxMessages {
-		return chat.InvalidRequest("messages", "the request has %d messages; this gateway accepts at most %d", n, l.MaxMessages)
+		return chat.TooMany("messages", "messages", n, l.MaxMessages)
 	}
 	if n := len(req.Tools); n > l.MaxTools {
-		return chat.InvalidRequest("tools", "the request declares %d tools; this gateway accepts at most %d", n, l.MaxTools)
+		return chat.TooMany("tools", "tools", n, l.MaxTools)
 	}
 	for i, t := range req.Tools {
 		if n := len(t.Function.Parameters); n > l.MaxToolSchemaBytes {

@@ -166,6 +166,9 @@ func (h *Handler) prepareResponses(r *http.Request) (*responsesCall, error) {
 	if c.body, err = io.ReadAll(r.Body); err != nil {
 		return nil, err
 	}
+	if err = checkResponsesBody(c.body, h.cfg.Limits); err != nil {
+		return nil, err
+	}
 	if c.req, err = responses.ParseRequest(c.body); err != nil {
 		return nil, err
 	}
@@ -196,7 +199,7 @@ func (h *Handler) resolveInput(ctx context.Context, owner string, req *responses
 		}
 		rec, err := h.record(ctx, owner, id)
 		if errors.Is(err, store.ErrNotFound) {
-			return nil, 0, responses.NotFound("previous_response_id", "Previous response", id)
+			return nil, 0, h.previousNotFound(ctx, owner, id)
 		}
 		if err != nil {
 			return nil, 0, err
@@ -217,21 +220,9 @@ func (h *Handler) resolveInput(ctx context.Context, owner string, req *responses
 		input = append(append(input, rec.Input...), resp.Output...)
 	}
 	own = len(input)
-	refs := make(map[string]responses.Item)
-	for _, id := range req.References() {
-		b, err := h.stored.Get(ctx, itemKey(owner, id))
-		if errors.Is(err, store.ErrNotFound) {
-			continue // Resolve names it
-		}
-		if bodyBytes += int64(len(b)); bodyBytes > h.cfg.MaxBodyBytes {
-			return nil, 0, h.conversationTooLarge(req, bodyBytes)
-		}
-		var it responses.Item
-		if err != nil || json.Unmarshal(b, &it) != nil {
-			h.log.Warn("store of responses failed", "error", err)
-			return nil, 0, errResponsesUnavailable
-		}
-		refs[id] = it
+	refs, err := h.lookupItems(ctx, owner, req.References(), bodyBytes, func(n int64) error { return h.conversationTooLarge(req, n) })
+	if err != nil {
+		return nil, 0, err
 	}
 	items, err := responses.Resolve(req.Items(), refs)
 	if err != nil {
@@ -292,15 +283,17 @@ func (h *Handler) record(ctx context.Context, owner, id string) (*record, error)
 // when it was stored, the items named by refs when the response that
 // made them was), unless it was deleted while it ran.
 // It runs before the response's last event is written, so a client that
-// sends the next turn at once finds it. A failure is logged: the answer
-// stands, only a later reference to it fails.
-func (h *Handler) storeResponse(ctx context.Context, owner string, resp *responses.Response, input []responses.Item, own int, refs []string) {
+// sends the next turn at once finds it. A failure is reported (see
+// storeFailed) and returned: the answer stands, the client is told it
+// was not stored.
+func (h *Handler) storeResponse(ctx context.Context, owner string, resp *responses.Response, input []responses.Item, own int, refs []string) error {
 	ctx = context.WithoutCancel(ctx)
 	if err := h.notDeleted(ctx, owner, resp.ID); err != nil {
 		if !errors.Is(err, store.ErrNotFound) {
-			h.log.Warn("response not stored", "response_id", resp.ID, "error", err)
+			h.storeFailed(ctx, owner, resp.ID, err)
+			return err
 		}
-		return // deleted while it ran: it stays deleted
+		return nil // deleted while it ran: it stays deleted
 	}
 	rec := record{Response: resp.JSON(), Input: input}
 	index := resp.Output()
@@ -327,8 +320,9 @@ func (h *Handler) storeResponse(ctx context.Context, owner string, resp *respons
 		}
 	}
 	if err != nil {
-		h.log.Warn("response not stored", "response_id", resp.ID, "error", err)
+		h.storeFailed(ctx, owner, resp.ID, err)
 	}
+	return err
 }
 
 // getResponse serves GET /v1/responses/{id}: the response as it stands

@@ -288,6 +288,8 @@ func (r *resolver) proxyConfig(separateAdmin bool) proxy.Config {
 		MaxBodyBytes:     int64(r.num(MaxBodyBytes)),
 		MaxEventBytes:    r.num(MaxEventBytes),
 		MaxInflightBytes: int64(r.num(MaxInflightBytes)),
+		MaxInflightShare: r.num(MaxInflightShare),
+		MinBodyRate:      proxy.BodyRate{BytesPerSecond: int64(r.num(MinBodyRate)), Grace: r.dur(MinBodyRateGrace)},
 		Retry:            proxy.Retry(r.num(UpstreamRetries), r.dur(UpstreamRetryMaxWait)),
 		ClientKeys:       clientKeys(r.v[PhasegateAPIKeys].Raw),
 		PassThrough:      list(r.v[PassthroughEndpoints].Raw),

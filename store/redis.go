@@ -25,7 +25,13 @@ type Redis struct {
 	// (XREAD BLOCK): each holds a connection while it waits, so they have
 	// a pool of their own, of followers connections, and never starve the
 	// short calls (rate limits, appends, reasoning) of c.
-	blocking  *redis.Client
+	blocking *redis.Client
+	// bulk serves the writes of large values (LargeValue): each has a
+	// deadline of its own, scaled to its size (bulkTimeout), and a
+	// breaker of its own, so that a write too large for REDIS_TIMEOUT
+	// neither fails for want of time nor opens the breaker of the short
+	// calls every request makes.
+	bulk      *redis.Client
 	followers int
 	// timeout bounds each call of c, and what a blocking read waits past
 	// its own wait.
@@ -103,10 +109,40 @@ func OpenRedisWith(url string, o RedisOptions) (*Redis, error) {
 	// asks; this wait only covers a connection being dialled.
 	bopt.PoolTimeout = opt.DialTimeout + time.Second
 	b := newBreaker(o.BreakerFailures, o.BreakerCooldown, o.Observer)
-	r := &Redis{c: redis.NewClient(opt), blocking: redis.NewClient(&bopt), followers: o.Followers, timeout: o.Timeout}
+	r := &Redis{c: redis.NewClient(opt), blocking: redis.NewClient(&bopt), bulk: redis.NewClient(bulkOptions(opt)), followers: o.Followers, timeout: o.Timeout}
 	r.c.AddHook(hook{b: b})
 	r.blocking.AddHook(hook{b: b})
+	r.bulk.AddHook(hook{b: newBreaker(o.BreakerFailures, o.BreakerCooldown, nil)})
 	return r, nil
+}
+
+// LargeValue is the size from which a value is written through the bulk
+// connections, with a deadline of its own (see bulkTimeout).
+const LargeValue = 64 << 10
+
+// bulkRate is the least rate a large write is given time for: a 16 MiB
+// record has REDIS_TIMEOUT and 4 s.
+const bulkRate = 4 << 20
+
+// maxBulkWait bounds any one large write.
+const maxBulkWait = 30 * time.Second
+
+// bulkOptions are the options of the bulk connections: a few, whose
+// reads and writes are bounded by the deadline of each call's context
+// (bulkTimeout), maxBulkWait at most.
+func bulkOptions(opt *redis.Options) *redis.Options {
+	o := *opt
+	o.ContextTimeoutEnabled = true
+	o.ReadTimeout, o.WriteTimeout = maxBulkWait, maxBulkWait
+	o.PoolSize, o.MinIdleConns, o.MaxIdleConns = 8, 0, 2
+	o.PoolTimeout = maxBulkWait
+	return &o
+}
+
+// bulkTimeout is the time a write of n bytes is given: REDIS_TIMEOUT and
+// the time n takes at bulkRate, maxBulkWait at most.
+func (r *Redis) bulkTimeout(n int) time.Duration {
+	return min(r.timeout+time.Duration(float64(n)/bulkRate*float64(time.Second)), maxBulkWait)
 }
 
 func (o RedisOptions) withDefaults() RedisOptions {
@@ -134,4 +170,4 @@ func (r *Redis) Ping(ctx context.Context) error {
 }
 
 // Close closes the connections.
-func (r *Redis) Close() error { return errors.Join(r.c.Close(), r.blocking.Close()) }
+func (r *Redis) Close() error { return errors.Join(r.c.Close(), r.blocking.Close(), r.bulk.Close()) }

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -40,8 +41,8 @@ func TestResponsesBounds(t *testing.T) {
 					t.Errorf("Get(%s) = %q, %v", k, got, err)
 				}
 			}
-			if err := s.Put(ctx, "big", []byte(strings.Repeat("x", maxBytes))); err != nil {
-				t.Fatal(err)
+			if err := s.Put(ctx, "big", []byte(strings.Repeat("x", maxBytes))); !errors.Is(err, ErrTooLarge) {
+				t.Errorf("Put of a record larger than the memory: %v, want ErrTooLarge", err)
 			}
 			if _, err := s.Get(ctx, "big"); !errors.Is(err, ErrNotFound) {
 				t.Errorf("a record larger than the memory was kept: %v", err)
@@ -92,5 +93,64 @@ func TestResponsesTTL(t *testing.T) {
 	// Redis: the key carries the TTL.
 	if d, err := r.c.PTTL(ctx, responsesKeys.entry+"k").Result(); err != nil || d <= 0 || d > ttl {
 		t.Errorf("redis: record TTL = %v, %v; want (0, %v]", d, err, ttl)
+	}
+}
+
+// TestResponsesGroups: one group (a client's records, "resp:<owner>:<id>")
+// that stores without end evicts its own oldest records, never another
+// group's: past its GroupShare of the bound its own go first, and when
+// the store is full, the oldest of the group holding the most. The store
+// as a whole stays within its bound. Before, one key flooding the store
+// evicted every other key's records, oldest first.
+func TestResponsesGroups(t *testing.T) {
+	r, _ := openTestRedis(t)
+	const maxBytes = 400 // a group holds at most 100
+	for name, s := range map[string]responsesStore{
+		"memory": NewMemoryResponses(time.Hour, maxBytes),
+		"redis":  NewRedisResponses(r, time.Hour, maxBytes),
+	} {
+		t.Run(name, func(t *testing.T) {
+			ctx := testContext(t)
+			val := []byte(strings.Repeat("v", 32)) // 40 bytes with a key of 8
+			put := func(key string) {
+				t.Helper()
+				if err := s.Put(ctx, key, val); err != nil {
+					t.Fatal(err)
+				}
+			}
+			has := func(key string) bool {
+				_, err := s.Get(ctx, key)
+				if err != nil && !errors.Is(err, ErrNotFound) {
+					t.Fatal(err)
+				}
+				return err == nil
+			}
+			put("resp:b:1")
+			for i := range 50 {
+				put(fmt.Sprintf("resp:a:%d", i%10))
+				put(fmt.Sprintf("item:a:%d", i))
+			}
+			if !has("resp:b:1") {
+				t.Errorf("another group's record was evicted by a group storing without end")
+			}
+			kept := 0
+			for i := range 50 {
+				if has(fmt.Sprintf("item:a:%d", i)) {
+					kept++
+				}
+			}
+			if !has("item:a:49") || kept > 2 {
+				t.Errorf("the flooding group keeps %d of its items (its newest kept: %v); want its newest, at most 2 (100 bytes)", kept, has("item:a:49"))
+			}
+			// Full: c, d and e hold 80 bytes each, b 40, a 80; one more of
+			// f's takes the oldest of a group holding 80, never b's.
+			for _, g := range []string{"c", "d", "e", "f"} {
+				put("resp:" + g + ":1")
+				put("resp:" + g + ":2")
+			}
+			if !has("resp:b:1") || !has("resp:f:2") {
+				t.Errorf("b's record kept %v, f's newest %v; want both", has("resp:b:1"), has("resp:f:2"))
+			}
+		})
 	}
 }

@@ -6,9 +6,13 @@
 // written it back: as it is, JSON-escaped (any character as \uXXXX in
 // either case, "\/" for a slash, escaped more than once when a JSON
 // document was quoted inside another), percent-encoded (as a query or a
-// path escapes it, its hex digits in either case), or without a
-// leading "sk-"-like prefix when what remains is long enough to be
-// unambiguous. The patterns of API keys and bearer tokens (Patterns) are a
+// path escapes it, or every byte as %XX, its hex digits in either case),
+// base64-encoded (standard or URL alphabet, alone or inside a longer
+// base64 text), or without a leading "sk-"-like prefix when what remains
+// is long enough to be unambiguous. Other encodings are not looked for:
+// hex, a percent encoding of some bytes and not others or in mixed case,
+// base64 of a key without its prefix, encodings nested in one another
+// (JSON escapes aside). The patterns of API keys and bearer tokens (Patterns) are a
 // second net for credentials the gateway was not configured with, such as
 // a client's own key passed through.
 //
@@ -17,6 +21,7 @@
 package redact
 
 import (
+	"encoding/base64"
 	"net/url"
 	"regexp"
 	"slices"
@@ -67,6 +72,9 @@ func New(secrets ...string) *Redactor {
 			add(e)
 			add(lowerHex(e))
 		}
+		for _, e := range encoded(s) {
+			add(e)
+		}
 		for rest := s; ; {
 			next, ok := stripPrefix(rest)
 			if !ok || len(next) < minStripped {
@@ -90,6 +98,36 @@ func New(secrets ...string) *Redactor {
 		r.start['\\'] = true
 	}
 	return r
+}
+
+// encoded returns the spellings of secret s in the encodings an upstream
+// or a tool may write it back in, beyond JSON escapes (which every form is
+// matched in): percent-encoded byte by byte (every byte as %XX, its hex
+// digits upper or lower case, as a strict encoder writes a token), and
+// base64, standard and URL alphabets, padded or not, alone or inside a
+// longer base64 text ("user:key" encoded for Basic auth): the three
+// alignments of its bytes to the groups of three, each the characters
+// that depend on s alone (minStripped of them at least; a shorter secret
+// has no base64 spelling looked for).
+func encoded(s string) []string {
+	var up, low strings.Builder
+	for i := 0; i < len(s); i++ {
+		const hexUp, hexLow = "0123456789ABCDEF", "0123456789abcdef"
+		up.WriteString("%" + hexUp[s[i]>>4:s[i]>>4+1] + hexUp[s[i]&15:s[i]&15+1])
+		low.WriteString("%" + hexLow[s[i]>>4:s[i]>>4+1] + hexLow[s[i]&15:s[i]&15+1])
+	}
+	out := []string{up.String(), low.String()}
+	for shift := 0; shift < 3; shift++ {
+		b := append(make([]byte, shift), s...)
+		from, to := (8*shift+5)/6, 8*len(b)/6 // the characters of s's bits alone
+		if to-from < minStripped {
+			continue
+		}
+		for _, enc := range []*base64.Encoding{base64.StdEncoding, base64.URLEncoding} {
+			out = append(out, enc.EncodeToString(b)[from:to])
+		}
+	}
+	return out
 }
 
 // lowerHex returns e, a percent-encoded text, with the hex digits of its

@@ -2,8 +2,10 @@ package redact
 
 import (
 	"bytes"
+	"encoding/base64"
 	"encoding/json"
 	"log/slog"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -203,6 +205,62 @@ func BenchmarkRedactor(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
 				_ = r.String(tt.in)
+			}
+		})
+	}
+}
+
+// TestRedactorEncodings: a configured secret written back base64-encoded
+// (standard or URL alphabet, padded or not, alone or inside a longer
+// base64 text at each of the three alignments of its bytes, JSON-escaped
+// too) or percent-encoded byte by byte (hex digits upper or lower case)
+// is redacted; nothing of its encoding that depends on the secret alone
+// is left. Before, only the secret, its JSON escapes and the escapes of
+// url.QueryEscape and url.PathEscape were found.
+func TestRedactorEncodings(t *testing.T) {
+	t.Parallel()
+	r := New(skKey, oddKey)
+	perByte := func(s, digits string) string {
+		var b strings.Builder
+		for i := 0; i < len(s); i++ {
+			b.WriteString("%" + string(digits[s[i]>>4]) + string(digits[s[i]&15]))
+		}
+		return b.String()
+	}
+	type spelling struct{ name, in, secret string }
+	var tests []spelling
+	for _, key := range []string{skKey, oddKey} {
+		for _, enc := range []struct {
+			name string
+			e    *base64.Encoding
+		}{{"std", base64.StdEncoding}, {"url", base64.URLEncoding}, {"raw std", base64.RawStdEncoding}, {"raw url", base64.RawURLEncoding}} {
+			for _, before := range []string{"", "u", "us", "user:"} {
+				tests = append(tests, spelling{"base64 " + enc.name + " after " + strconv.Quote(before), enc.e.EncodeToString([]byte(before + key + "!")), key})
+			}
+		}
+		tests = append(tests,
+			spelling{"base64 in a JSON string", jsonEscaped(`{"auth":"Basic ` + base64.StdEncoding.EncodeToString([]byte("user:"+key)) + `"}`), key},
+			spelling{"percent-encoded byte by byte, upper case", "q=" + perByte(key, "0123456789ABCDEF"), key},
+			spelling{"percent-encoded byte by byte, lower case", "q=" + perByte(key, "0123456789abcdef") + "&x=1", key})
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := r.String(tt.in)
+			if !strings.Contains(got, Marker) {
+				t.Fatalf("String(%q) = %q, want a %s", tt.in, got, Marker)
+			}
+			for _, form := range encoded(tt.secret) {
+				if strings.Contains(got, form) {
+					t.Errorf("String(%q) = %q: still holds %q", tt.in, got, form)
+				}
+			}
+			// What is left decodes to nothing that holds the secret's
+			// middle.
+			middle := tt.secret[4 : len(tt.secret)-4]
+			for _, e := range []*base64.Encoding{base64.StdEncoding, base64.URLEncoding, base64.RawStdEncoding, base64.RawURLEncoding} {
+				if d, err := e.DecodeString(got); err == nil && strings.Contains(string(d), middle) {
+					t.Errorf("String(%q) = %q decodes to the secret", tt.in, got)
+				}
 			}
 		})
 	}
