@@ -4,9 +4,12 @@ package proxy_test
 // router on loopback:
 //
 //	go test ./proxy -run '^$' -bench '^BenchmarkResponsesStream$' -benchtime 2000x -count 5
+//	go test ./proxy -run '^$' -bench '^BenchmarkDoorsInterleaved$' -benchtime 1500x -count 3
 
 import (
+	"net/http"
 	"testing"
+	"time"
 
 	"github.com/phasegate/phasegate/protocol"
 	"github.com/phasegate/phasegate/proxy"
@@ -14,20 +17,27 @@ import (
 	"github.com/phasegate/phasegate/sim"
 )
 
-// BenchmarkResponsesStream serves the same guarded 200-chunk stream (150
-// text chunks, then a call in 48 argument fragments) to a chat client on
-// /v1/chat/completions and to a Responses client on /v1/responses, store
-// on, and reports the CPU time of the whole process per request: the
-// ratio of the two is what the translation costs.
-func BenchmarkResponsesStream(b *testing.B) {
-	reply := benchCallStream().Finish("tool_calls").Usage(40, 200, nil).Done().Reply()
+// doorBench is the same guarded 200-chunk stream (150 text chunks, then a
+// call in 48 argument fragments) asked for by a chat client on
+// /v1/chat/completions and by a Responses client on /v1/responses, store
+// on: the request body and path of each door.
+func doorBench() (reply sim.Reply, bodies, paths map[string]string) {
+	reply = benchCallStream().Finish("tool_calls").Usage(40, 200, nil).Done().Reply()
 	const params = `{"type":"object","properties":{"path":{"type":"string"}},"required":["path"]}`
-	bodies := map[string]string{
+	bodies = map[string]string{
 		"chat": `{"model":"` + testModel + `","stream":true,"stream_options":{"include_usage":true},"messages":[{"role":"user","content":"Read a.go."}],` +
 			`"tools":[{"type":"function","function":{"name":"read_file","parameters":` + params + `}}]}`,
 		"responses": `{"model":"` + testModel + `","stream":true,"input":"Read a.go.","tools":[{"type":"function","name":"read_file","parameters":` + params + `}]}`,
 	}
-	paths := map[string]string{"chat": "/v1/chat/completions", "responses": "/v1/responses"}
+	paths = map[string]string{"chat": "/v1/chat/completions", "responses": "/v1/responses"}
+	return reply, bodies, paths
+}
+
+// BenchmarkResponsesStream serves doorBench's stream to each door and
+// reports the CPU time of the whole process per request: the ratio of the
+// two is what the translation costs.
+func BenchmarkResponsesStream(b *testing.B) {
+	reply, bodies, paths := doorBench()
 	for _, door := range []string{"chat", "responses"} {
 		b.Run(door, func(b *testing.B) {
 			_, usrv := proxytest.NewServer(b, func(proxytest.Received) sim.Reply { return reply })
@@ -35,4 +45,40 @@ func BenchmarkResponsesStream(b *testing.B) {
 			benchCPU(b, gw.URL+paths[door], bodies[door])
 		})
 	}
+}
+
+// BenchmarkDoorsInterleaved serves doorBench's stream to the two doors in
+// turn, request by request, through one gateway, so that both see the
+// same machine (a shared one's load included), and reports the CPU time
+// of the whole process per request of each, and their ratio:
+//
+//	go test ./proxy -run '^$' -bench '^BenchmarkDoorsInterleaved$' -benchtime 1500x -count 3
+func BenchmarkDoorsInterleaved(b *testing.B) {
+	reply, bodies, paths := doorBench()
+	_, usrv := proxytest.NewServer(b, func(proxytest.Received) sim.Reply { return reply })
+	gw := serveGateway(b, config(usrv), proxy.Options{DefaultProtocol: proxy.ProtocolTwoStage, TwoStage: protocol.NewTwoStage(protocol.TwoStageConfig{}, nil)})
+	doors := []string{"chat", "responses"}
+	pairs := make([]*benchPair, len(doors))
+	for i, door := range doors {
+		tr := http.DefaultTransport.(*http.Transport).Clone()
+		b.Cleanup(tr.CloseIdleConnections)
+		pairs[i] = &benchPair{client: &http.Client{Transport: tr}}
+		pairs[i].roundTrip(b, gw.URL+paths[door], bodies[door])
+	}
+	cpu := make([]time.Duration, len(doors))
+	b.ReportAllocs()
+	b.ResetTimer()
+	for n := range b.N {
+		for k := range doors {
+			i := (n + k) % len(doors) // each door first every other time
+			t0 := cpuTime(b)
+			pairs[i].roundTrip(b, gw.URL+paths[doors[i]], bodies[doors[i]])
+			cpu[i] += cpuTime(b) - t0
+		}
+	}
+	b.StopTimer()
+	per := func(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1e3 / float64(b.N) }
+	b.ReportMetric(per(cpu[0]), "chat-cpu-µs/req")
+	b.ReportMetric(per(cpu[1]), "responses-cpu-µs/req")
+	b.ReportMetric(per(cpu[1])/per(cpu[0]), "responses/chat")
 }
