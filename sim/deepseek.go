@@ -88,4 +88,3 @@ func testsDecide(req *chat.Request) turn {
 	}
 	return turn{reasoning: "Run the tests.", text: "Running the tests. ", call: call("run_tests", `{"package":"./..."}`)}
 }
-
