@@ -2,6 +2,7 @@ package sim
 
 import (
 	"fmt"
+	"hash/fnv"
 	"regexp"
 	"strings"
 
@@ -128,8 +129,13 @@ func thinkingText(id string) string {
 	return fmt.Sprintf("Reasoning of %s: the user wants a survey.\n  Look before touching — read-only <first> ✓", id)
 }
 
+// agentCallID names the next call: unique within a session by the calls
+// and notices before it, and across sessions by the project's directory,
+// as a provider's ids are (the gateway remembers reasoning by call id).
 func agentCallID(scenario string, h agentHistory) string {
-	return fmt.Sprintf("call_%s_%d", scenario, h.calls+h.notices+1)
+	f := fnv.New32a()
+	_, _ = f.Write([]byte(h.dir))
+	return fmt.Sprintf("call_%s_%08x_%d", scenario, f.Sum32(), h.calls+h.notices+1)
 }
 
 // agentStep calls the tool that runs s: the read tool when s reads a file

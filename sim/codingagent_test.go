@@ -298,8 +298,8 @@ func TestAgentThinking(t *testing.T) {
 		want      string
 	}{
 		{name: "sent back intact", want: sim.ThinkingIntact},
-		{name: "dropped", reasoning: dropped, want: "call_think_1 came back without it; call_think_2 came back without it"},
-		{name: "changed", reasoning: changed, want: "call_think_1 came back changed"},
+		{name: "dropped", reasoning: dropped, want: "_1 came back without it; call_think_"},
+		{name: "changed", reasoning: changed, want: "_1 came back changed; call_think_"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
