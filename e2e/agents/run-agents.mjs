@@ -231,6 +231,9 @@ function printTimes(cases, runs) {
 }
 
 async function main() {
+  if (Number(process.versions.node.split('.')[0]) < 22) {
+    throw new Error(`Node ${process.version} is too old (Claude Code and Qwen Code need 22+): run \`npm test\` in e2e/agents, which uses the pinned node devDependency`);
+  }
   const cases = matrix();
   if (cases.length === 0) throw new Error('no case to run');
   for (const id of new Set(cases.map((c) => c.agent))) {
