@@ -348,3 +348,20 @@ func TestAgentStateless(t *testing.T) {
 		}
 	}
 }
+
+// Call ids are unique across sessions, as a provider's are: the gateway
+// remembers reasoning by call id, and two agents' first calls must not
+// share one.
+func TestAgentCallIDs(t *testing.T) {
+	t.Parallel()
+	first := func(prompt string) string {
+		body, _ := json.Marshal(map[string]any{"model": sim.AgentThinkingModel, "tools": qwenTools,
+			"messages": []map[string]any{{"role": "user", "content": prompt}}})
+		msg, _, _ := assemble(t, simulate(t, http.MethodPost, "/v1/chat/completions", string(body)))
+		return msg["tool_calls"].([]any)[0].(map[string]any)["id"].(string)
+	}
+	a, b := first("Survey the project at /tmp/a/project."), first("Survey the project at /tmp/b/project.")
+	if a == b || a != first("Survey the project at /tmp/a/project.") {
+		t.Errorf("first call ids %q and %q: want them different across projects, the same for one", a, b)
+	}
+}
