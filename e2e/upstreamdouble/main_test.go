@@ -90,7 +90,7 @@ func TestDouble(t *testing.T) {
 			wantStatus: 400, wantType: "application/json", wantIn: `"code":"unknown_scenario"`},
 		{name: "a simulated model without a scenario", method: "POST", path: "/v1/chat/completions",
 			body:       `{"model":"phasegate-sim-agent-thinking","messages":[{"role":"user","content":"hi"}],"tools":[{"type":"function","function":{"name":"bash","parameters":{"type":"object","properties":{"command":{"type":"string"}}}}}]}`,
-			wantStatus: 200, wantType: "application/json", wantIn: `"reasoning_content":"Reasoning of call_think_1`},
+			wantStatus: 200, wantType: "application/json", wantIn: `"reasoning_content":"Reasoning of call_think_`},
 		{name: "models", method: "GET", path: "/v1/models",
 			wantStatus: 200, wantType: "application/json", wantIn: `"id":"e2e-model-b"`},
 		{name: "unknown path", method: "GET", path: "/v1/files",
