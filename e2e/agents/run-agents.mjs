@@ -133,36 +133,15 @@ async function runCase(c, stack) {
   });
   const cap = c.profile === 'unguarded' ? unguardedTurns : undefined;
   const { args, env } = agent.prepare({ home, project, base: baseURL(agent.wire, rec.root, c.profile), key: apiKey, model: models[c.scenario], cap, prompt: prompt(project) });
-  const child = spawn(binary(agent), args, {
-    cwd: project,
-    detached: true, // its own process group: the commands it starts end with it
-    stdio: ['ignore', 'pipe', 'pipe'],
-    env: {
-      PATH: `${path.dirname(binary(agent))}:${process.env.PATH ?? '/usr/bin:/bin'}`,
-      HOME: home,
-      TMPDIR: path.join(dir, 'tmp'),
-      LANG: 'C.UTF-8',
-      TERM: 'dumb',
-      NO_COLOR: '1',
-      PHASEGATE_API_KEY: apiKey,
-      ...env,
-    },
-  });
-  let stdout = '';
-  let stderr = '';
-  child.stdout.setEncoding('utf8').on('data', (s) => (stdout += s));
-  child.stderr.setEncoding('utf8').on('data', (s) => (stderr += s));
-  const exited = new Promise((resolve) => {
-    child.once('exit', (code, signal) => resolve(signal ? `signal ${signal}` : `code ${code}`));
-    child.once('error', (err) => resolve(`spawn failed: ${err.message}`));
-  });
+  const proc = spawnAgent(agent, args, env, dir, project);
   let timer;
   const timeout = new Promise((resolve) => (timer = setTimeout(() => resolve('timeout'), Number(opts.timeout) * 1000)));
-  const first = await Promise.race([exited, timeout, stopped]);
+  const first = await Promise.race([proc.exited, timeout, stopped]);
   clearTimeout(timer);
-  killGroup(child);
+  proc.kill();
   const exit = first === 'timeout' || first === 'gateway error' || first === 'runner cap' ? `stopped by the runner (${first})` : first;
-  await Promise.race([exited, new Promise((r) => setTimeout(r, 5000))]);
+  await Promise.race([proc.exited, new Promise((r) => setTimeout(r, 5000))]);
+  const { stdout, stderr } = proc.output();
   await rec.idle(5000);
   await rec.stop();
   const seconds = (Date.now() - started) / 1000;
@@ -189,12 +168,60 @@ async function runCase(c, stack) {
   return { ...verdict, seconds, requests: rec.exchanges.length };
 }
 
-function killGroup(child) {
+/** Process groups of the agents running, killed if the runner exits first. */
+const live = new Set();
+process.on('exit', () => {
+  for (const pid of live) killGroup(pid);
+});
+
+function killGroup(pid) {
   try {
-    process.kill(-child.pid, 'SIGKILL');
+    process.kill(-pid, 'SIGKILL');
   } catch {
     // already gone
   }
+}
+
+/**
+ * Starts an agent in project, in a process group of its own (the commands
+ * it starts end with it), with only the environment it is given: PATH,
+ * HOME and TMPDIR of its case, the key, and its own settings; nothing of
+ * the runner's environment (a developer's provider key) leaks in.
+ */
+function spawnAgent(agent, args, env, dir, project) {
+  const child = spawn(binary(agent), args, {
+    cwd: project,
+    detached: true,
+    stdio: ['ignore', 'pipe', 'pipe'],
+    env: {
+      PATH: `${path.dirname(binary(agent))}:${process.env.PATH ?? '/usr/bin:/bin'}`,
+      HOME: path.join(dir, 'home'),
+      TMPDIR: path.join(dir, 'tmp'),
+      LANG: 'C.UTF-8',
+      TERM: 'dumb',
+      NO_COLOR: '1',
+      PHASEGATE_API_KEY: apiKey,
+      ...env,
+    },
+  });
+  if (child.pid) live.add(child.pid);
+  let stdout = '';
+  let stderr = '';
+  child.stdout.setEncoding('utf8').on('data', (s) => (stdout += s));
+  child.stderr.setEncoding('utf8').on('data', (s) => (stderr += s));
+  const exited = new Promise((resolve) => {
+    child.once('exit', (code, signal) => resolve(signal ? `signal ${signal}` : `code ${code}`));
+    child.once('error', (err) => resolve(`spawn failed: ${err.message}`));
+  });
+  return {
+    exited,
+    output: () => ({ stdout, stderr }),
+    kill() {
+      if (!child.pid) return;
+      killGroup(child.pid);
+      live.delete(child.pid);
+    },
+  };
 }
 
 /** Runs cases with at most jobs at a time, calling report as each ends. */
