@@ -149,6 +149,7 @@ async function runCase(c, stack) {
     calls: executedCalls(agent.wire, rec.exchanges),
     errors: gatewayErrors(rec.exchanges),
     notices: notices(rec.exchanges),
+    restored: rec.exchanges.reduce((n, e) => n + Number(e.headers?.['x-phasegate-reasoning-restored'] ?? 0), 0),
     shown: agent.shown(stdout),
     exit,
     timedOut: first === 'timeout',

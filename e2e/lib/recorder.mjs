@@ -8,7 +8,7 @@ import http from 'node:http';
 
 /**
  * @typedef {{method: string, path: string, request: string, status: number,
- *   contentType: string, body: string}} Exchange
+ *   headers: Record<string, string|string[]>, contentType: string, body: string}} Exchange
  */
 
 /**
@@ -54,6 +54,7 @@ export async function startRecorder(target, { onExchange } = {}) {
             path: req.url,
             request: request.toString('utf8'),
             status: up.statusCode,
+            headers: up.headers,
             contentType: up.headers['content-type'] ?? '',
             body: Buffer.concat(body).toString('utf8'),
           };

@@ -52,7 +52,7 @@ export function executions(scenario, calls) {
 
 /**
  * Judges a finished case. run holds what happened: {calls, errors, notices,
- * shown, exit, timedOut, capped, reached}. Returns {ok, executions,
+ * restored, shown, exit, timedOut, capped, reached}. Returns {ok, executions,
  * outcome, detail}: outcome is the table's word for it, detail what a
  * failure needs to be fixed.
  */
@@ -92,7 +92,9 @@ function judgeScenario(c, run, n, pass, fail) {
     }
     case 'thinking':
       if (!run.shown.text.includes(thinkingIntact)) return fail('reasoning lost', run.shown.text);
-      return pass('reasoning intact, answered');
+      // Intact either way: sent back by the agent, or restored by the gateway
+      // (X-Phasegate-Reasoning-Restored) where the agent dropped it.
+      return pass(run.restored > 0 ? 'reasoning restored by the gateway, answered' : 'reasoning sent back, answered');
     case 'cosmetic-loop':
       if (c.profile === 'default') {
         if (n !== maxPhaseCycles || run.notices.length === 0) return fail(`not ended by the cycle budget after ${n}`, tail(run));

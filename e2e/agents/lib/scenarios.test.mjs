@@ -7,7 +7,7 @@ import { executions, judge, loopLimit, maxPhaseCycles, runnerCap } from './scena
 
 const answer = 'Final answer (simulated): done.';
 const call = (...values) => ({ id: String(Math.random()), name: 'bash', args: {}, values });
-const run = (over = {}) => ({ calls: [], errors: [], notices: [], shown: { text: answer, error: '' }, exit: 'code 0', timedOut: false, capped: false, reached: true, stderr: '', ...over });
+const run = (over = {}) => ({ calls: [], errors: [], notices: [], restored: 0, shown: { text: answer, error: '' }, exit: 'code 0', timedOut: false, capped: false, reached: true, stderr: '', ...over });
 const loop = (n, command = 'wc -l README.md') => Array.from({ length: n }, () => call(command));
 
 describe('executions', () => {
@@ -47,6 +47,12 @@ describe('judge', () => {
       assert.equal(got.ok, tt.ok, `${got.outcome}: ${got.detail}`);
     });
   }
+
+  it('says who kept the reasoning intact', () => {
+    const text = 'Final answer (simulated): ran 2 commands; every reasoning_content came back intact.';
+    assert.equal(judge(c('agent', 'thinking'), run({ calls: loop(2, 'pwd'), shown: { text, error: '' } })).outcome, 'reasoning sent back, answered');
+    assert.equal(judge(c('agent', 'thinking'), run({ calls: loop(2, 'pwd'), restored: 2, shown: { text, error: '' } })).outcome, 'reasoning restored by the gateway, answered');
+  });
 
   it('names the request field of a gateway error in the detail', () => {
     const got = judge(c('default', 'session'), run({ errors: [{ method: 'POST', path: '/v1/responses', status: 400, answer: '{"error":{}}', field: 'tools[4].type = "namespace"' }] }));
