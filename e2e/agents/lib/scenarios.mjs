@@ -69,7 +69,8 @@ export function judge(c, run) {
   if (c.profile === 'unguarded') {
     // No bound of ours but the runner's cap: how the agent's own limits end
     // the loop is what the table shows.
-    const said = (r) => ({ ...r, note: `the agent said: ${(run.shown.error || run.shown.text || '(nothing)').slice(0, 300)}` });
+    const last = run.stderr.split('\n').findLast((l) => l.trim() !== '') ?? '';
+    const said = (r) => ({ ...r, note: `the agent said: ${(run.shown.error || run.shown.text || '(nothing)').slice(0, 300)}${last ? `\nits stderr ends: ${last.slice(0, 300)}` : ''}` });
     if (run.capped) return said(pass('ran on until the runner stopped it'));
     if (run.timedOut) return said(pass('ran on until the case timeout'));
     if (run.shown.error) return said(pass('the agent stopped with an error'));
