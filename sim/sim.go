@@ -36,7 +36,8 @@ const (
 )
 
 // Models lists the simulated models, as /v1/models shows them.
-var Models = []string{Model, LoopingModel, LeakyModel, TestsModel, OrchestratorModel, SessionModel, VerifyModel}
+var Models = []string{Model, LoopingModel, LeakyModel, TestsModel, OrchestratorModel, SessionModel, VerifyModel,
+	AgentSessionModel, AgentLoopModel, AgentCosmeticModel, AgentThinkingModel}
 
 // Answer is the simulated models' reply to a request with method, path and
 // body. It needs no key and no network: it answers /models, GET
@@ -202,6 +203,8 @@ func decide(req *chat.Request) turn {
 		return sessionDecide(req)
 	case VerifyModel:
 		return verifyDecide(req)
+	case AgentSessionModel, AgentLoopModel, AgentCosmeticModel, AgentThinkingModel:
+		return agentDecide(req)
 	}
 	last := req.Messages[len(req.Messages)-1]
 	switch {

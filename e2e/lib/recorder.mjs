@@ -8,15 +8,19 @@ import http from 'node:http';
 
 /**
  * @typedef {{method: string, path: string, request: string, status: number,
- *   contentType: string, body: string}} Exchange
+ *   headers: Record<string, string|string[]>, contentType: string, body: string}} Exchange
  */
 
 /**
  * Starts the recorder in front of target (http://127.0.0.1:PORT).
+ * onExchange, when given, is called with each exchange once its answer has
+ * ended.
  *
+ * @param {string} target
+ * @param {{onExchange?: (e: Exchange) => void}} [options]
  * @returns {Promise<{root: string, exchanges: Exchange[], idle: (ms?: number) => Promise<void>, stop: () => Promise<void>}>}
  */
-export async function startRecorder(target) {
+export async function startRecorder(target, { onExchange } = {}) {
   const exchanges = [];
   // Exchanges still under way, and who waits for there to be none: a
   // client that leaves mid-answer (an SDK that throws on an error event)
@@ -45,14 +49,17 @@ export async function startRecorder(target) {
           res.write(c);
         });
         up.on('end', () => {
-          exchanges.push({
+          const exchange = {
             method: req.method,
             path: req.url,
             request: request.toString('utf8'),
             status: up.statusCode,
+            headers: up.headers,
             contentType: up.headers['content-type'] ?? '',
             body: Buffer.concat(body).toString('utf8'),
-          });
+          };
+          exchanges.push(exchange);
+          onExchange?.(exchange);
           res.end();
           done();
         });

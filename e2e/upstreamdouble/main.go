@@ -9,7 +9,9 @@
 // Each chat completion request names its scenario in the X-Test-Scenario
 // header, or else in its last user message as "scenario:NAME". Scenarios
 // are listed in scenarios below; an unknown or missing one answers 400, so
-// a test that forgot to pick one fails loudly. GET /v1/models answers a
+// a test that forgot to pick one fails loudly, except that a request for
+// one of the simulated models (sim.Models) naming no scenario is answered
+// by that model, as a DeepSeek serving it would. GET /v1/models answers a
 // fixed list. GET /_double/requests?request_id=ID returns, as a JSON array,
 // the requests the double received with that X-Request-Id header (every
 // request when the parameter is empty), so a test can check what the
@@ -29,6 +31,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -470,6 +473,11 @@ func respond(r proxytest.Received) sim.Reply {
 		return sim.Reply{Status: e.Status, Body: e.Body()}
 	}
 	name := scenarioOf(r.Header, req)
+	if name == "" && slices.Contains(sim.Models, req.Model) {
+		// A simulated model behind a DeepSeek provider: the agent suites'
+		// thinking session, which needs the gateway's DeepSeek repairs.
+		return sim.Answer(r.Method, r.Path, r.Body)
+	}
 	s, ok := scenarios[name]
 	if !ok {
 		return sim.Error(http.StatusBadRequest,
