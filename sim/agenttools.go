@@ -50,26 +50,19 @@ func FindTools(tools []chat.Tool) Toolbox {
 	return tb
 }
 
-// schema is the part of a tool's JSON Schema the scores read.
-type schema struct {
-	Properties map[string]struct {
-		Type any `json:"type"`
-	} `json:"properties"`
-	Required []string `json:"required"`
-}
-
-func readSchema(raw json.RawMessage) schema {
-	var s schema
-	_ = json.Unmarshal(raw, &s) // a schema that does not parse has no fields
+// readSchema reads a tool's parameters (see schema) for the scores.
+func readSchema(raw json.RawMessage) *schema {
+	s := &schema{}
+	_ = json.Unmarshal(raw, s) // a schema that does not parse has no fields
 	return s
 }
 
 // stringField returns the first of names (exact, case-insensitive) that s
 // declares as a string, and whether it is required.
-func (s schema) stringField(names ...string) (field string, required bool) {
+func (s *schema) stringField(names ...string) (field string, required bool) {
 	for _, n := range names {
 		for p, def := range s.Properties {
-			if strings.EqualFold(p, n) && isType(def.Type, "string") {
+			if strings.EqualFold(p, n) && def != nil && isType(def.Type, "string") {
 				for _, r := range s.Required {
 					required = required || r == p
 				}
@@ -82,7 +75,9 @@ func (s schema) stringField(names ...string) (field string, required bool) {
 
 // isType reports whether a JSON Schema type (a name or a list of names)
 // admits want.
-func isType(t any, want string) bool {
+func isType(raw json.RawMessage, want string) bool {
+	var t any
+	_ = json.Unmarshal(raw, &t)
 	switch t := t.(type) {
 	case string:
 		return t == want
@@ -96,19 +91,21 @@ func isType(t any, want string) bool {
 	return false
 }
 
-func (s schema) use(name, field string) ToolUse {
+func (s *schema) use(name, field string) ToolUse {
 	u := ToolUse{Name: name, Field: field, others: map[string]string{}}
 	for _, r := range s.Required {
 		if r != field {
-			def := s.Properties[r]
-			typ, _ := def.Type.(string)
+			var typ string
+			if def := s.Properties[r]; def != nil {
+				_ = json.Unmarshal(def.Type, &typ) // a list of types is no one type
+			}
 			u.others[r] = typ
 		}
 	}
 	return u
 }
 
-func shellScore(f chat.FunctionDef, s schema) (string, int) {
+func shellScore(f chat.FunctionDef, s *schema) (string, int) {
 	field, required := s.stringField("command", "cmd", "script", "commandline", "command_line")
 	if field == "" {
 		return "", 0
@@ -122,7 +119,7 @@ func shellScore(f chat.FunctionDef, s schema) (string, int) {
 	return field, score
 }
 
-func readScore(f chat.FunctionDef, s schema) (string, int) {
+func readScore(f chat.FunctionDef, s *schema) (string, int) {
 	field, required := s.stringField("file_path", "filePath", "absolute_path", "path", "file", "filename")
 	name := strings.ToLower(f.Name)
 	if field == "" || !strings.Contains(name, "read") {

@@ -31,7 +31,7 @@ func valid(t *testing.T, params, args string) {
 }
 
 // tool is a function tool declaration with a parameters schema.
-func tool(name, params string) string {
+func schemaTool(name, params string) string {
 	return fmt.Sprintf(`{"type":"function","function":{"name":%q,"description":"","parameters":%s}}`, name, params)
 }
 
@@ -66,7 +66,7 @@ func TestToolCallFollowsSchema(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			body := `{"model":"phasegate-sim","messages":[{"role":"user","content":"go"}],"tools":[` + tool("do_it", params) + `]}`
+			body := `{"model":"phasegate-sim","messages":[{"role":"user","content":"go"}],"tools":[` + schemaTool("do_it", params) + `]}`
 			call := callOf(t, body)
 			if call.Name != "do_it" {
 				t.Errorf("called %q, want do_it", call.Name)
@@ -80,8 +80,8 @@ func TestToolCallFollowsSchema(t *testing.T) {
 // calls the one the user's message speaks of, the first on a tie.
 func TestToolCallPicksFittingTool(t *testing.T) {
 	t.Parallel()
-	time := tool("get_time", `{"type":"object","properties":{"timezone":{"type":"string"}},"required":["timezone"]}`)
-	weather := tool("get_weather", `{"type":"object","properties":{"city":{"type":"string"}},"required":["city"]}`)
+	time := schemaTool("get_time", `{"type":"object","properties":{"timezone":{"type":"string"}},"required":["timezone"]}`)
+	weather := schemaTool("get_weather", `{"type":"object","properties":{"city":{"type":"string"}},"required":["city"]}`)
 	for prompt, want := range map[string]string{"What's the weather in Paris?": "get_weather", "What time is it?": "get_time", "Hello": "get_time"} {
 		body := `{"model":"phasegate-sim","messages":[{"role":"user","content":"` + prompt + `"}],"tools":[` + time + `,` + weather + `]}`
 		if got := callOf(t, body).Name; got != want {
@@ -109,7 +109,7 @@ func TestScriptedAgentsOnDeclaredTools(t *testing.T) {
 	t.Parallel()
 	var decl []string
 	for name, params := range codingTools {
-		decl = append(decl, tool(name, params))
+		decl = append(decl, schemaTool(name, params))
 	}
 	for _, model := range []string{sim.SessionModel, sim.VerifyModel} {
 		t.Run(model, func(t *testing.T) {
