@@ -117,21 +117,26 @@ func sameCounters(a, b session.Counters) bool {
 }
 
 // TestSessionsExpire charges sessions with a TTL of 30 ms: once expired,
-// a look finds none, and a later charge starts a new session and reports
-// the expired ones with what they cost and how they ended.
+// a look finds none, and a later charge starts a new session; the charges
+// report each expired session once, with what it cost and how it ended
+// (the second session's own charge reports the first when the machine
+// stalled past its TTL between them).
 func TestSessionsExpire(t *testing.T) {
 	r, _ := openTestRedis(t)
 	for name, s := range map[string]sessionStore{"memory": NewMemorySessions(0, 0), "redis": NewRedisSessions(r)} {
 		t.Run(name, func(t *testing.T) {
 			ctx := testContext(t)
 			short := session.Budget{USD: 0.5, IdleTTL: 30 * time.Millisecond}
+			var ended []session.Ended
 			for _, c := range []struct {
 				key string
 				usd float64
 			}{{"k:idle", 0.25}, {"k:capped", 0.75}} {
-				if _, err := s.Charge(ctx, c.key, session.Charge{Counters: session.Counters{Requests: 1, USD: c.usd}, Budget: short}); err != nil {
+				out, err := s.Charge(ctx, c.key, session.Charge{Counters: session.Counters{Requests: 1, USD: c.usd}, Budget: short})
+				if err != nil {
 					t.Fatal(err)
 				}
+				ended = append(ended, out.Ended...)
 			}
 			waitGone(t, ctx, s, "k:idle")
 			waitGone(t, ctx, s, "k:capped")
@@ -140,9 +145,10 @@ func TestSessionsExpire(t *testing.T) {
 				t.Fatalf("a charge of an expired session: %+v, %v; want a new one", got, err)
 			}
 			want := []session.Ended{{USD: 0.25, Outcome: session.OutcomeIdle}, {USD: 0.75, Outcome: session.OutcomeCappedUSD}}
-			slices.SortFunc(got.Ended, func(a, b session.Ended) int { return int(a.USD*100) - int(b.USD*100) })
-			if !slices.Equal(got.Ended, want) || got.Active != 1 || got.CappedSessions != 0 {
-				t.Errorf("ended %+v, %d held, %d capped; want %+v, 1, 0", got.Ended, got.Active, got.CappedSessions, want)
+			ended = append(ended, got.Ended...)
+			slices.SortFunc(ended, func(a, b session.Ended) int { return int(a.USD*100) - int(b.USD*100) })
+			if !slices.Equal(ended, want) || got.Active != 1 || got.CappedSessions != 0 {
+				t.Errorf("ended %+v, %d held, %d capped; want %+v, 1, 0", ended, got.Active, got.CappedSessions, want)
 			}
 		})
 	}
@@ -223,7 +229,8 @@ func TestMemorySessionsSweep(t *testing.T) {
 }
 
 // BenchmarkMemorySessionsCharge is the cost of a session's charge in
-// memory, with 10 000 sessions held (the issue asks under 50 µs).
+// memory, with 10 000 sessions held: a look and a charge, which the
+// design bounds at 50 µs.
 func BenchmarkMemorySessionsCharge(b *testing.B) {
 	ctx := context.Background()
 	m := NewMemorySessions(0, 0)
