@@ -118,7 +118,7 @@ type agent struct {
 	answer   string
 }
 
-const agentPrompt = "Survey the project at /tmp/work-1/proj and report."
+const agentPrompt = "Survey the project at /home/dev/proj and report."
 
 func (a *agent) run(t *testing.T, max int) {
 	t.Helper()
@@ -190,7 +190,7 @@ func TestAgentSession(t *testing.T) {
 			for i, c := range a.calls {
 				var got, want string
 				if steps[i].Read != "" && tt.read != "" {
-					got, want = c.Function.Name+" "+fmt.Sprint(field(t, c, tt.readField)), tt.read+" /tmp/work-1/proj/"+steps[i].Read
+					got, want = c.Function.Name+" "+fmt.Sprint(field(t, c, tt.readField)), tt.read+" /home/dev/proj/"+steps[i].Read
 				} else {
 					got, want = c.Function.Name+" "+fmt.Sprint(field(t, c, tt.cmd)), tt.shell+" "+steps[i].Command
 				}
@@ -360,8 +360,8 @@ func TestAgentCallIDs(t *testing.T) {
 		msg, _, _ := assemble(t, simulate(t, http.MethodPost, "/v1/chat/completions", string(body)))
 		return msg["tool_calls"].([]any)[0].(map[string]any)["id"].(string)
 	}
-	a, b := first("Survey the project at /tmp/a/project."), first("Survey the project at /tmp/b/project.")
-	if a == b || a != first("Survey the project at /tmp/a/project.") {
+	a, b := first("Survey the project at /home/a/project."), first("Survey the project at /home/b/project.")
+	if a == b || a != first("Survey the project at /home/a/project.") {
 		t.Errorf("first call ids %q and %q: want them different across projects, the same for one", a, b)
 	}
 }
