@@ -119,7 +119,7 @@ func TestCodexNamespaceCallRoundTrip(t *testing.T) {
 		`{"choices":[{"index":0,"delta":{"tool_calls":[{"index":1,"id":"call_top","type":"function","function":{"name":"exec_command","arguments":"{}"}}]}}]}`,
 		`{"choices":[{"index":0,"delta":{},"finish_reason":"tool_calls"}]}`,
 	} {
-		if b, err = s.Chunk(b, []byte(c)); err != nil {
+		if b, err = s.Chunk(b, []byte(c), nil); err != nil {
 			t.Fatal(err)
 		}
 	}
