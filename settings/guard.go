@@ -230,14 +230,12 @@ func yamlJSON(n *yaml.Node) any {
 }
 
 // echo is the value of n as its error quotes it, with the ": " that
-// follows: a scalar as written, a list or a mapping by its kind, an empty
-// value as empty.
+// follows: a scalar as written, an empty one as empty. A list or a
+// mapping is not quoted: its own errors name the entry at fault.
 func echo(n *yaml.Node) string {
 	switch {
-	case n.Kind == yaml.SequenceNode:
-		return "a list: "
-	case n.Kind == yaml.MappingNode:
-		return "a mapping: "
+	case n.Kind != yaml.ScalarNode:
+		return ""
 	case n.Value == "":
 		return "empty: "
 	}
