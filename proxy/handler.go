@@ -198,7 +198,7 @@ func New(cfg Config, opts Options) (*Handler, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	log = slog.New(redact.Handler(log.Handler(), red))
+	log = slog.New(throttledLog(redact.Handler(log.Handler(), red), storeLogEvery, time.Now))
 	tr := opts.Transport
 	if tr == nil {
 		tr = NewTransport(cfg.Timeouts)

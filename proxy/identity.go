@@ -32,8 +32,8 @@ type identity struct {
 	now              func() time.Time
 	dec              jsontext.Decoder
 	src              bytes.Buffer
-	out              []byte // the rewritten chunk, reused
-	edits            [6]fieldEdit
+	out              []byte      // the rewritten chunk, reused
+	edits            []fieldEdit // reused
 	last             []fieldEdit // the fields of the chunk scanned last
 	// from is the head of the chunk scanned last, to what it became.
 	from, to []byte
@@ -66,7 +66,7 @@ func (i *identity) rewrite(data []byte) []byte {
 	if i == nil {
 		return data
 	}
-	if i.from != nil && bytes.HasPrefix(data, i.from) && endsValue(data[len(i.from):]) {
+	if i.from != nil && bytes.HasPrefix(data, i.from) && endsValue(data[len(i.from):]) && !mayName(data[len(i.from):]) {
 		if bytes.Equal(i.from, i.to) {
 			return data
 		}
@@ -163,7 +163,8 @@ func (i *identity) learn(data []byte, edits []fieldEdit) {
 }
 
 // scan finds the values of the top-level id, created and model fields of
-// data; none when data is not one JSON object.
+// data, each of them however often it is given; none when data is not
+// one JSON object.
 func (i *identity) scan(data []byte) []fieldEdit {
 	i.src = *bytes.NewBuffer(data)
 	i.dec.Reset(&i.src, identityDecodeOptions...)
@@ -177,7 +178,7 @@ func (i *identity) scan(data []byte) []fieldEdit {
 			return nil
 		}
 		field := fieldOf(name)
-		if field < 0 || len(edits) == len(i.edits) {
+		if field < 0 {
 			if i.dec.SkipValue() != nil {
 				return nil
 			}
@@ -193,10 +194,14 @@ func (i *identity) scan(data []byte) []fieldEdit {
 	if tok, err := i.dec.ReadToken(); err != nil || tok.Kind() != '}' {
 		return nil
 	}
+	i.edits = edits
 	return edits
 }
 
-// fieldOf is the field a member name (as written, quoted) names, or -1.
+// fieldOf is the field a member name (as written, quoted) names, or -1:
+// matched as a client's decoder matches it, escapes read and case
+// ignored (encoding/json reads "ID" into a field tagged "id", and keeps
+// the last of names given twice), so that every spelling is rewritten.
 func fieldOf(name []byte) int {
 	if bytes.IndexByte(name, '\\') >= 0 {
 		unquoted, err := jsontext.AppendUnquote(nil, name)
@@ -206,9 +211,42 @@ func fieldOf(name []byte) int {
 		name = strconv.AppendQuote(nil, string(unquoted))
 	}
 	for f, n := range identityNames {
-		if bytes.Equal(name, n) {
+		if bytes.EqualFold(name, n) {
 			return f
 		}
 	}
 	return -1
+}
+
+// mayName reports whether b, the rest of a chunk after a remembered head,
+// may hold a member named id, created or model: the string in any case,
+// or an escaped ASCII letter, which could spell one. Such a chunk is
+// scanned, not rewritten by its head alone. It looks for the last letter
+// of each name and its closing quote, a search the runtime vectorises.
+func mayName(b []byte) bool {
+	for k := 0; ; {
+		j := bytes.Index(b[k:], []byte(`\u00`))
+		if j < 0 {
+			break
+		}
+		if j += k; j+4 < len(b) && b[j+4] >= '4' && b[j+4] <= '7' {
+			return true
+		}
+		k = j + 1
+	}
+	for _, end := range [...]string{`d"`, `D"`, `l"`, `L"`} {
+		for k := 0; ; {
+			j := bytes.Index(b[k:], []byte(end))
+			if j < 0 {
+				break
+			}
+			for _, n := range identityNames {
+				if at := k + j + 2 - len(n); at >= 0 && bytes.EqualFold(b[at:k+j+2], n) {
+					return true
+				}
+			}
+			k += j + 1
+		}
+	}
+	return false
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/phasegate/phasegate/chat"
 	"github.com/phasegate/phasegate/protocol"
 	"github.com/phasegate/phasegate/proxy"
+	"github.com/phasegate/phasegate/proxy/proxytest"
 	"github.com/phasegate/phasegate/sim"
 )
 
@@ -219,5 +220,58 @@ func TestSimulatedIdentityOnEveryDoor(t *testing.T) {
 				break
 			}
 		}
+	}
+}
+
+// TestRepeatedIDsRewritten: an upstream that writes "id" (and created
+// and model) more than once in a chunk, after its head, in another case
+// or escaped, or a dozen times, reaches the go-openai client, which keeps
+// the last of duplicate names and matches them in any case, with one id,
+// one created time and one model on every chunk of a guarded stream.
+// Before, a repeat after the head of a chunk kept its own value, and so
+// did every one past the sixth: the client saw five ids.
+func TestRepeatedIDsRewritten(t *testing.T) {
+	head := `{"id":"up-1","object":"chat.completion.chunk","created":1,"model":"` + tsModel + `"`
+	choice := func(delta string) string {
+		return `,"choices":[{"index":0,"delta":` + delta + `,"finish_reason":null}]`
+	}
+	twelve := strings.Repeat(`,"id":"up-x","created":9,"model":"other"`, 12)
+	s := sim.NewStream(tsModel).
+		Raw(head + choice(`{"role":"assistant","content":"a"}`) + `}`).
+		Raw(head + choice(`{"content":"b"}`) + `,"id":"up-2"}`).
+		Raw(head + choice(`{"content":"c"}`) + `,"ID":"up-3","Created":3,"MODEL":"m3"}`).
+		Raw(head + choice(`{"content":"d"}`) + `,"i\u0064":"up-4"}`).
+		Raw(head + choice(`{"content":"e"}`) + twelve + `}`).
+		Raw(head + `,"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}`).Done()
+	_, gw := tsGateway(t, func(proxytest.Received) sim.Reply { return s.Reply() }, protocol.NewTwoStage(protocol.TwoStageConfig{}, nil), false)
+	client, _ := tsClient(gw, "/v1", nil)
+	var req openai.ChatCompletionRequest
+	if err := json.Unmarshal([]byte(identityBody(tsModel, "Say it.", true, false)), &req); err != nil {
+		t.Fatal(err)
+	}
+	st, err := client.CreateChatCompletionStream(tsContext(t), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	ids, created, models := map[string]int{}, map[int64]int{}, map[string]int{}
+	text := ""
+	for {
+		c, err := st.Recv()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids[c.ID]++
+		created[c.Created]++
+		models[c.Model]++
+		if len(c.Choices) > 0 {
+			text += c.Choices[0].Delta.Content
+		}
+	}
+	if len(ids) != 1 || len(created) != 1 || len(models) != 1 || text != "abcde" {
+		t.Errorf("ids %v, created %v, models %v, text %q; want one each and abcde", ids, created, models, text)
 	}
 }

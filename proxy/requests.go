@@ -66,16 +66,24 @@ func (h *Handler) Close() {
 	}
 }
 
+// startingAfter reads a resume position: 0 when absent, a 400 naming
+// starting_after when it is not a whole number from 0 to
+// maxStartingAfter.
 func startingAfter(v string) (int, *chat.Error) {
 	if v == "" {
 		return 0, nil
 	}
 	n, err := strconv.Atoi(v)
-	if err != nil || n < 0 {
-		return 0, chat.InvalidRequest("starting_after", "starting_after must be a whole number of 0 or more, got %q", v)
+	if err != nil || n < 0 || n > maxStartingAfter {
+		return 0, chat.InvalidRequest("starting_after", "starting_after must be a whole number from 0 to %d, got %.40q", maxStartingAfter, v)
 	}
 	return n, nil
 }
+
+// maxStartingAfter bounds a resume position: no stream holds as many
+// events (RESUME_MAX_BYTES bounds its log), and a position past it, once
+// made the next one, would overflow and replay the stream from its start.
+const maxStartingAfter = 1 << 30
 
 var (
 	errResumeUnavailable = &chat.Error{Status: http.StatusServiceUnavailable, Type: chat.TypeServer, Code: "resume_unavailable",

@@ -47,12 +47,11 @@ func (h *Handler) owner(r *http.Request) string {
 // streamKey is the key the stream a client calls id is kept under.
 // Request ids are the clients' to choose, so with client keys each client
 // has ids of its own: one that sends another's X-Request-Id neither
-// collides with that stream nor learns that it exists.
+// collides with that stream nor learns that it exists. The chat route's
+// keys have a namespace of their own, apart from the Responses API's
+// (responsesStreamKey): no X-Request-Id names a Responses stream.
 func (h *Handler) streamKey(r *http.Request, id string) string {
-	if o := h.owner(r); o != "" {
-		return o + ":" + id
-	}
-	return id
+	return "chat:" + h.owner(r) + ":" + id
 }
 
 // startResumable opens the log of a resumable stream, under the key its

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"net"
 	"sync"
 	"time"
@@ -51,6 +52,7 @@ type breaker struct {
 	failures int
 	cooldown time.Duration
 	observer BreakerObserver // nil: nobody is told
+	log      *slog.Logger    // nil: no change is logged
 
 	mu       sync.Mutex
 	state    BreakerState
@@ -125,9 +127,17 @@ func (b *breaker) done(probe bool, err error) {
 
 // enter moves to state s; b.mu is held.
 func (b *breaker) enter(s BreakerState) {
+	from := b.state
 	b.state = s
 	if b.observer != nil {
 		b.observer.RedisBreakerState(string(s))
+	}
+	switch {
+	case b.log == nil:
+	case s == BreakerOpen && from == BreakerClosed:
+		b.log.Warn("Redis is failing: every call skips it while the circuit breaker is open; shared state degrades as documented", "cooldown", b.cooldown.String())
+	case s == BreakerClosed && from != BreakerClosed:
+		b.log.Info("Redis answers again: the circuit breaker is closed")
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -66,6 +67,10 @@ type RedisOptions struct {
 	BreakerCooldown time.Duration
 	// Observer, when set, is told what the breaker does.
 	Observer BreakerObserver
+	// Logger, when set, logs each change of the breaker's state: Redis
+	// failing (open) and answering again (closed), once each, however
+	// many requests meet it meanwhile.
+	Logger *slog.Logger
 }
 
 // OpenRedis connects to the Redis of url (redis://[user:password@]host:port/db
@@ -109,6 +114,7 @@ func OpenRedisWith(url string, o RedisOptions) (*Redis, error) {
 	// asks; this wait only covers a connection being dialled.
 	bopt.PoolTimeout = opt.DialTimeout + time.Second
 	b := newBreaker(o.BreakerFailures, o.BreakerCooldown, o.Observer)
+	b.log = o.Logger
 	r := &Redis{c: redis.NewClient(opt), blocking: redis.NewClient(&bopt), bulk: redis.NewClient(bulkOptions(opt)), followers: o.Followers, timeout: o.Timeout}
 	r.c.AddHook(hook{b: b})
 	r.blocking.AddHook(hook{b: b})

@@ -379,7 +379,7 @@ func openShared(ctx context.Context, o options, log *slog.Logger, opts *proxy.Op
 	if o.RedisURL == "" {
 		return func() {}, nil
 	}
-	r, err := store.OpenRedisWith(o.RedisURL.Reveal(), store.RedisOptions{Timeout: o.RedisTimeout, BreakerCooldown: o.RedisCooldown, Observer: opts.Metrics})
+	r, err := store.OpenRedisWith(o.RedisURL.Reveal(), store.RedisOptions{Timeout: o.RedisTimeout, BreakerCooldown: o.RedisCooldown, Observer: opts.Metrics, Logger: log})
 	if err != nil {
 		return nil, err
 	}

@@ -23,10 +23,8 @@ package redact
 import (
 	"encoding/base64"
 	"net/url"
-	"regexp"
 	"slices"
 	"strings"
-	"unicode/utf8"
 	"unsafe"
 )
 
@@ -41,17 +39,10 @@ const minStripped = 16
 // Marker. It is immutable once built and safe for concurrent use. The nil
 // *Redactor applies the patterns only.
 type Redactor struct {
-	// forms are the spellings looked for, longest first, so that a key is
-	// replaced whole rather than its stripped rest.
+	// forms are the spellings looked for, longest first.
 	forms []string
-	// byFirst lists the forms by their first byte, in the order of forms.
-	byFirst [256][]string
-	// start marks the bytes a match may start with: the first byte of a
-	// form, and the backslash of an escape.
-	start [256]bool
-	// pairs marks the first two bytes of each form (a bit set of 256 by
-	// 256), so that most candidates are dismissed without a call.
-	pairs [256][4]uint64
+	// find finds them all in one pass (nil without forms).
+	find *automaton
 }
 
 // New returns the Redactor of secrets; empty values are ignored.
@@ -85,17 +76,8 @@ func New(secrets ...string) *Redactor {
 		}
 	}
 	slices.SortFunc(r.forms, func(a, b string) int { return len(b) - len(a) })
-	for _, f := range r.forms {
-		r.start[f[0]] = true
-		r.byFirst[f[0]] = append(r.byFirst[f[0]], f)
-		if len(f) > 1 {
-			r.pairs[f[0]][f[1]>>6] |= 1 << (f[1] & 63)
-		} else {
-			r.pairs[f[0]] = [4]uint64{^uint64(0), ^uint64(0), ^uint64(0), ^uint64(0)}
-		}
-	}
 	if len(r.forms) > 0 {
-		r.start['\\'] = true
+		r.find = newAutomaton(r.forms)
 	}
 	return r
 }
@@ -192,209 +174,144 @@ func (r *Redactor) Bytes(b []byte) []byte {
 	return []byte(out)
 }
 
-// values replaces the configured secrets in s.
+// values replaces the configured secrets in s: every part where a form
+// is found, overlapping ones as one, by one Marker.
 func (r *Redactor) values(s string) string {
-	if r == nil || len(r.forms) == 0 {
+	if r == nil || r.find == nil {
 		return s
 	}
-	var b strings.Builder
-	done := 0 // s[:done] is written to b, or nothing matched yet
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !r.start[c] {
-			continue
-		}
-		if c != '\\' && i+1 < len(s) && s[i+1] != '\\' && r.pairs[c][s[i+1]>>6]&(1<<(s[i+1]&63)) == 0 {
-			continue
-		}
-		end := r.matchAt(s, i)
-		if end < 0 {
-			continue
-		}
-		if b.Cap() == 0 {
-			b.Grow(len(s))
-		}
-		b.WriteString(s[done:i])
-		b.WriteString(Marker)
-		done = end
-		i = end - 1
-	}
-	if b.Cap() == 0 {
+	sc := r.find.scanner()
+	sc.read(s, false)
+	if len(sc.spans) == 0 {
 		return s
 	}
-	b.WriteString(s[done:])
-	return b.String()
+	return string(marked(make([]byte, 0, len(s)+len(sc.spans)*len(Marker)), s, sc.spans, len(s)))
 }
 
-// matchAt returns the end of the first form found at s[i:], -1 if none.
-func (r *Redactor) matchAt(s string, i int) int {
-	first := s[i]
-	if first == '\\' {
-		// An escaped first character: the forms that start with it.
-		if c, ok := unescape(s[i:]); ok && c < utf8.RuneSelf {
-			first = byte(c)
-		}
+// marked appends s[:to] to dst with each of spans (sorted, apart, within
+// s[:to]) replaced by Marker.
+func marked(dst []byte, s string, spans []span, to int) []byte {
+	done := 0
+	for _, sp := range spans {
+		dst = append(append(dst, s[done:sp.start]...), Marker...)
+		done = sp.end
 	}
-	for _, f := range r.byFirst[first] {
-		if end := matchForm(s, i, f, false); end >= 0 {
-			return end
-		}
-	}
-	return -1
+	return append(dst, s[done:to]...)
 }
 
-// matchForm returns the end of form f written at s[i:], each of its
-// characters as it is or JSON-escaped, -1 if f is not there. When more
-// is set, s may go on: cut, returns when the answer depends on the bytes
-// past its end (s[i:] is the start of a spelling of f, or a backslash
-// run that ends f reaches the end of s and may be longer).
-func matchForm(s string, i int, f string, more bool) int {
-	for k := 0; k < len(f); {
-		if i >= len(s) {
-			return cutOr(more)
-		}
-		if s[i] == '\\' && f[k] == '\\' {
-			// A backslash, escaped any number of times.
-			for i < len(s) && s[i] == '\\' {
-				i++
-			}
-			if i == len(s) && more {
-				return cut
-			}
-			k++
-			continue
-		}
-		if s[i] == f[k] {
-			i, k = i+1, k+1
-			continue
-		}
-		if s[i] != '\\' {
-			return -1
-		}
-		c, size := utf8.DecodeRuneInString(f[k:])
-		n := escape(s[i:], c)
-		if n == cut {
-			return cutOr(more)
-		}
-		if n == 0 {
-			return -1
-		}
-		i, k = i+n, k+size
-	}
-	return i
-}
-
-// cut is what matchForm and escape return when s ends inside what may
-// be a spelling.
-const cut = -2
-
-func cutOr(more bool) int {
-	if more {
-		return cut
-	}
-	return -1
-}
-
-// escape returns the length of a JSON escape of c at the start of s: one
-// or more backslashes (a text escaped more than once), then "u" and four
-// hex digits, or '"' or '/' for themselves; 0 if s does not start with
-// one, cut if s ends inside what may be one.
-func escape(s string, c rune) int {
-	j := 0
-	for j < len(s) && s[j] == '\\' {
-		j++
-	}
-	if j == 0 {
-		return 0
-	}
-	if j == len(s) {
-		return cut
-	}
+// hexDigit is the value of a hex digit, in either case.
+func hexDigit(c byte) (byte, bool) {
 	switch {
-	case s[j] == 'u' && j+5 > len(s):
-		if hexPrefix(s[j+1:], c) {
-			return cut
-		}
-	case s[j] == 'u':
-		if v, ok := hex4(s[j+1 : j+5]); ok && v == c {
-			return j + 5
-		}
-	case (c == '"' || c == '/') && rune(s[j]) == c:
-		return j + 1
+	case c >= '0' && c <= '9':
+		return c - '0', true
+	case c >= 'a' && c <= 'f':
+		return c - 'a' + 10, true
+	case c >= 'A' && c <= 'F':
+		return c - 'A' + 10, true
 	}
-	return 0
+	return 0, false
 }
 
-// unescape returns the ASCII character a JSON escape at the start of s
-// stands for; ok is false if s starts with none.
-func unescape(s string) (c rune, ok bool) {
-	j := 0
-	for j < len(s) && s[j] == '\\' {
-		j++
-	}
-	switch {
-	case j == 0 || j == len(s):
-		return 0, false
-	case s[j] == 'u' && j+5 <= len(s):
-		return hex4(s[j+1 : j+5])
-	case s[j] == '"' || s[j] == '/':
-		return rune(s[j]), true
-	}
-	return '\\', true // a backslash escaped, or a backslash before other text
-}
-
-// hexPrefix reports whether s, shorter than four bytes, starts the four
-// hex digits of c, in either case.
-func hexPrefix(s string, c rune) bool {
-	const digits = "0123456789abcdef"
-	for i := 0; i < len(s); i++ {
-		if lowerASCII(s[i]) != digits[c>>(12-4*i)&15] {
-			return false
-		}
-	}
-	return true
-}
-
+// hex4 reads the four hex digits of s.
 func hex4(s string) (rune, bool) {
 	var v rune
 	for i := 0; i < 4; i++ {
-		c := s[i]
-		switch {
-		case c >= '0' && c <= '9':
-			c -= '0'
-		case c >= 'a' && c <= 'f':
-			c -= 'a' - 10
-		case c >= 'A' && c <= 'F':
-			c -= 'A' - 10
-		default:
+		d, ok := hexDigit(s[i])
+		if !ok {
 			return 0, false
 		}
-		v = v<<4 | rune(c)
+		v = v<<4 | rune(d)
 	}
 	return v, true
 }
 
-var (
-	apiKeyPattern = regexp.MustCompile(`\bsk-[A-Za-z0-9_-]{8,}`)
-	// RFC 9110 §11.1: the auth scheme is case-insensitive; the token is
-	// RFC 6750's b64token, so a quote or brace after it (a token quoted in
-	// a JSON error body) is kept and the JSON stays JSON.
-	bearerPattern = regexp.MustCompile(`(?i)\b(bearer)\s+[A-Za-z0-9._~+/-]+=*`)
-)
-
-// Patterns returns s with API keys ("sk-" and at least eight key
-// characters, the shape of OpenAI and DeepSeek keys) and bearer tokens
-// ("Bearer " and the token) replaced by Marker; s itself when there is
-// none.
+// Patterns returns s with API keys ("sk-" after a word boundary, and at
+// least eight key characters: letters, digits, '_' and '-', the shape of
+// OpenAI and DeepSeek keys) and bearer tokens ("Bearer", in any case,
+// after a word boundary, white space, then RFC 6750's b64token: letters,
+// digits, "-._~+/" and trailing '=') replaced by Marker, the word
+// "Bearer" kept as written; s itself when there is none. A quote or a
+// brace after a token is kept, so a token quoted in a JSON body leaves
+// the JSON valid. Each is found in one pass, in time linear in s.
 func Patterns(s string) string {
 	if !mayMatch(s) {
 		return s
 	}
-	out := apiKeyPattern.ReplaceAllString(bearerPattern.ReplaceAllString(s, "${1} "+Marker), Marker)
-	if out == s {
-		return s // the same string, not an equal copy: Bytes relies on it
+	return apiKeys(bearers(s))
+}
+
+// bearers replaces the bearer tokens of s (see Patterns); s itself when
+// there is none.
+func bearers(s string) string {
+	var out []byte
+	done := 0
+	for i := 0; i+len("bearer") <= len(s); i++ {
+		if s[i] != 'b' && s[i] != 'B' || !strings.EqualFold(s[i:i+6], "bearer") || i > 0 && isWord(s[i-1]) {
+			continue
+		}
+		j := i + 6
+		for j < len(s) && isSpace(s[j]) {
+			j++
+		}
+		k := j
+		for k < len(s) && isTokenChar(s[k]) {
+			k++
+		}
+		if j == i+6 || k == j {
+			continue
+		}
+		for k < len(s) && s[k] == '=' {
+			k++
+		}
+		out = append(append(append(out, s[done:i+6]...), ' '), Marker...)
+		done, i = k, k-1
 	}
-	return out
+	if out == nil {
+		return s
+	}
+	return string(append(out, s[done:]...))
+}
+
+// apiKeys replaces the API keys of s (see Patterns); s itself when there
+// is none.
+func apiKeys(s string) string {
+	var out []byte
+	done := 0
+	for i := 0; i < len(s); {
+		k := strings.Index(s[i:], "sk-")
+		if k < 0 {
+			break
+		}
+		k += i
+		e := k + 3
+		for e < len(s) && (isWord(s[e]) || s[e] == '-') {
+			e++
+		}
+		if k > 0 && isWord(s[k-1]) || e-k-3 < 8 {
+			i = k + 1
+			continue
+		}
+		out = append(append(out, s[done:k]...), Marker...)
+		done, i = e, e
+	}
+	if out == nil {
+		return s
+	}
+	return string(append(out, s[done:]...))
+}
+
+// isWord reports whether c is a character of \w: a letter, a digit or '_'.
+func isWord(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_'
+}
+
+// isSpace reports whether c is white space as \s reads it.
+func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\f' || c == '\r' }
+
+// isTokenChar reports whether c may be in a b64token but for its
+// trailing '=' (RFC 6750 §2.1).
+func isTokenChar(c byte) bool {
+	return isWord(c) || c == '-' || c == '.' || c == '~' || c == '+' || c == '/'
 }
 
 // mayMatch is a cheap test that spares the regular expressions the

@@ -3,14 +3,14 @@ package redact
 import (
 	"errors"
 	"io"
-	"unicode/utf8"
 	"unsafe"
 )
 
 // bytesPerChar bounds the length of a spelling the streaming Reader holds
 // back, per byte of the form it spells: a character escaped as \uXXXX in a
-// text escaped twice more (`\\\u002b`) takes eight.
-const bytesPerChar = 8
+// text escaped three times over takes twelve (maxRun backslashes, then
+// "u" and four hex digits).
+const bytesPerChar = maxRun + 5
 
 // readSize is how much the Reader asks its source for at a time.
 const readSize = 32 << 10
@@ -48,10 +48,10 @@ func NewReader(r *Redactor, src io.Reader) *Reader {
 
 // MaxHold is the most bytes a Reader built on r holds back.
 func (r *Redactor) MaxHold() int {
-	if r == nil || len(r.forms) == 0 {
+	if r == nil || r.find == nil {
 		return 0
 	}
-	return bytesPerChar * len(r.forms[0])
+	return bytesPerChar * r.find.maxLen
 }
 
 // Read gives out what is settled; it reads the source until something is.
@@ -107,75 +107,29 @@ func (z *Reader) Close() error {
 
 // settle appends s to dst with the secrets replaced, as values does, and
 // returns how much of s it settled. When more is set, s may go on: it
-// stops at the first place where a spelling may start and reaches the end
-// of s (no more than MaxHold bytes from it), and leaves the rest.
+// stops where the end of s may start a spelling (no more than MaxHold
+// bytes from the end) and leaves the rest, to be read again with what
+// follows.
 func (r *Redactor) settle(dst []byte, s string, more bool) ([]byte, int) {
-	if r == nil || len(r.forms) == 0 {
+	if r == nil || r.find == nil {
 		return append(dst, s...), len(s)
 	}
-	hold := r.MaxHold()
-	done := 0
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !r.start[c] {
-			continue
-		}
-		if c != '\\' && i+1 < len(s) && s[i+1] != '\\' && r.pairs[c][s[i+1]>>6]&(1<<(s[i+1]&63)) == 0 {
-			continue
-		}
-		end := r.streamMatchAt(s, i, more && len(s)-i <= hold)
-		if end == -1 {
-			continue
-		}
-		dst = append(dst, s[done:i]...)
-		if end == cut {
-			return dst, i
-		}
-		dst = append(dst, Marker...)
-		done = end
-		i = end - 1
+	sc := r.find.scanner()
+	cut := sc.read(s, more)
+	if !more {
+		return marked(dst, s, sc.spans, len(s)), len(s)
 	}
-	return append(dst, s[done:]...), len(s)
-}
-
-// streamMatchAt is matchAt for a text that may go on when more is set: it
-// returns cut when what follows s decides, a form or its first character
-// being cut by the end of s.
-func (r *Redactor) streamMatchAt(s string, i int, more bool) int {
-	first := s[i]
-	if first == '\\' {
-		if more && escapeCut(s[i:]) {
-			return cut
+	done := sc.held(cut, len(s))
+	if floor := len(s) - r.MaxHold(); done < floor {
+		// Only a chain of overlapping spellings reaches back so far: the
+		// part found so far is settled as found.
+		done = floor
+		for len(sc.spans) > 0 && sc.spans[len(sc.spans)-1].start >= done {
+			sc.spans = sc.spans[:len(sc.spans)-1]
 		}
-		if c, ok := unescape(s[i:]); ok && c < utf8.RuneSelf {
-			first = byte(c)
+		if n := len(sc.spans); n > 0 && sc.spans[n-1].end > done {
+			done = sc.spans[n-1].end
 		}
 	}
-	for _, f := range r.byFirst[first] {
-		if end := matchForm(s, i, f, more); end != -1 {
-			return end
-		}
-	}
-	return -1
-}
-
-// escapeCut reports whether s, which starts with a backslash, ends inside
-// a \uXXXX escape: the character it stands for is not known yet.
-func escapeCut(s string) bool {
-	j := 0
-	for j < len(s) && s[j] == '\\' {
-		j++
-	}
-	if j == len(s) {
-		return true
-	}
-	if s[j] != 'u' || j+5 <= len(s) {
-		return false
-	}
-	for _, c := range []byte(s[j+1:]) {
-		if !('0' <= c && c <= '9' || 'a' <= lowerASCII(c) && lowerASCII(c) <= 'f') {
-			return false
-		}
-	}
-	return true
+	return marked(dst, s, sc.spans, done), done
 }
