@@ -186,7 +186,7 @@ var loops = []struct {
 		}},
 	{"comment added to the same code", "notebook agents: the same snippet re-run with a comment added or removed, the same output",
 		nil, func(n int) step {
-			return code([]string{"import os\nprint(os.getcwd())", "# where am I\nimport os\nprint(os.getcwd())", "import os\nprint(os.getcwd())  // again"}[n%3], "/home/user\n")
+			return code([]string{"import os\nprint(os.getcwd())", "# where am I\nimport os\nprint(os.getcwd())", "import os\nprint(os.getcwd())  # again"}[n%3], "/home/user\n")
 		}},
 }
 
@@ -213,7 +213,7 @@ func mustJSON(t testing.TB, s string) string {
 }
 
 func judgeNext(t testing.TB, executed []step, s step) Judgement {
-	p := NewPolicy(corpusTools, nil, NewLedger("p", turn(t, executed))).Progressive()
+	p := NewPolicy(corpusTools, nil, NewLedger("p", turn(t, executed))).Progressive(0, 0)
 	return p.Judge(toolCall("next", s.tool, s.args))
 }
 
@@ -240,16 +240,16 @@ func TestCorpus(t *testing.T) {
 			for n := 0; ; n++ {
 				s := tt.next(n)
 				j := judgeNext(t, executed, s)
-				if j.Verdict == VerdictNoProgress {
+				if j.Verdict.Loop() {
 					wasted := wastedExecutions(t, executed, len(tt.lead))
-					if wasted > 3 {
-						t.Errorf("stopped after %d wasted executions, want at most 3", wasted)
+					if wasted > 3 && j.Verdict != VerdictFailingStreak || n > DefaultMaxFailingStreak && j.Verdict == VerdictFailingStreak {
+						t.Errorf("stopped (%s) at loop call %d after %d wasted executions, want at most 3 (a failing streak at most %d calls)", j.Verdict, n, wasted, DefaultMaxFailingStreak)
 					}
-					t.Logf("%s: refused at loop call %d, %d wasted", tt.source, n, wasted)
+					t.Logf("%s: refused (%s) at loop call %d, %d wasted", tt.source, j.Verdict, n, wasted)
 					return
 				}
 				if j.Verdict != VerdictForward || n > 20 {
-					t.Fatalf("loop call %d: got %s (%s); want forward until no_progress within 5 calls", n, j.Verdict, j.Reason)
+					t.Fatalf("loop call %d: got %s (%s); want forward until a loop verdict", n, j.Verdict, j.Reason)
 				}
 				executed = append(executed, s)
 			}
@@ -257,15 +257,34 @@ func TestCorpus(t *testing.T) {
 	}
 }
 
-// wastedExecutions counts the executions of executed[from:] that brought
-// nothing new.
+// wastedExecutions counts the executions of executed[from:] since the
+// last one that brought something new (its tool, form and result, as
+// NewForm and NormaliseResult read them, were new to the turn) that each
+// repeated an earlier execution with nothing new in between.
 func wastedExecutions(t testing.TB, executed []step, from int) int {
-	p := newProgress(NewLedger("p", turn(t, executed)))
-	n := 0
-	for k := from; k < len(executed); k++ {
-		if !p.fresh(k) {
-			n++
+	t.Helper()
+	keys := make([]string, len(executed))
+	for k, s := range executed {
+		f, err := NewForm(s.tool, s.args)
+		if err != nil {
+			t.Fatal(err)
+		}
+		keys[k] = string(f) + "\x00" + NormaliseResult(s.result)
+	}
+	last := map[string]int{}
+	lastFresh, wasted := -1, 0
+	for k, key := range keys {
+		i, seen := last[key]
+		last[key] = k
+		switch {
+		case !seen:
+			lastFresh = k
+			if k >= from {
+				wasted = 0
+			}
+		case i >= lastFresh && k >= from:
+			wasted++
 		}
 	}
-	return n
+	return wasted
 }

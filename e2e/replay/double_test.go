@@ -59,6 +59,10 @@ func double(ts []*trajectory) http.Handler {
 
 func play(ts []*trajectory, id string, body []byte) sim.Reply {
 	ti, step, ok := parseRequestID(id)
+	if ok && ti < len(ts) && step == len(ts[ti].msgs) {
+		// The request after the last recorded message: the model answers.
+		return sim.NewStream(replayModel).Role().Content(finalAnswer).Finish("stop").Usage(100, 20, nil).Done().Reply()
+	}
 	if !ok || ti >= len(ts) || step >= len(ts[ti].msgs) {
 		return sim.Error(http.StatusBadRequest, "replay double: no recorded turn for this request", "invalid_request_error", "invalid_request_error")
 	}

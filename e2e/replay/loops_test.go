@@ -65,13 +65,16 @@ func (t *trajectory) turns() [][]execution {
 }
 
 // loopKey is what two executions must share to be the same work done
-// twice: the tool, its arguments and its result.
+// twice: the tool, its arguments up to form (tools.NewForm: what the
+// language of a command treats alike) and its result as an agent reads it
+// (tools.NormaliseResult: without timestamps, ids, durations and the
+// like).
 func loopKey(c toolCall, result string) string {
-	sig, err := tools.NewSignature("", c.Function.Name, c.Function.Arguments)
+	f, err := tools.NewForm(c.Function.Name, c.Function.Arguments)
 	if err != nil {
-		sig = tools.Signature("malformed:" + c.Function.Name + c.Function.Arguments)
+		f = tools.Form("malformed:" + c.Function.Name + c.Function.Arguments)
 	}
-	return string(sig) + "\x00" + result
+	return string(f) + "\x00" + tools.NormaliseResult(result)
 }
 
 // wasted marks the executions of a turn that wasted a call: each repeats

@@ -119,6 +119,14 @@ func replay(ctx context.Context, s setup, gw *httptest.Server, rec *recorder, ts
 		}
 	}
 	if s.mode == protocol.ModeObserve {
+		// Observe mode judges a call when its result comes back: the
+		// agent's next request, which a run that ended on a result
+		// never sent. Send it, as the agent would have.
+		if last := t.msgs[len(t.msgs)-1]; last.Role == "tool" {
+			if _, err := send(ctx, gw.Client(), gw.URL, requestID(s.name, ti, len(t.msgs)), t, len(t.msgs)); err != nil {
+				return o, fmt.Errorf("%s: after the last message: %w", t.ID, err)
+			}
+		}
 		o.step, o.kind = wouldAlter(t, rec, s.name, ti)
 	}
 	return o, nil
@@ -151,7 +159,7 @@ func wouldAlter(t *trajectory, rec *recorder, config string, ti int) (int, strin
 			callStep[c.ID] = i
 		}
 	}
-	for _, step := range t.steps() {
+	for _, step := range append(t.steps(), len(t.msgs)) {
 		for _, ev := range rec.events(requestID(config, ti, step)) {
 			if s, ok := callStep[ev.ToolCallID]; ok {
 				return s, "would:" + ev.Verdict
@@ -186,7 +194,12 @@ func runSetup(tb testing.TB, s setup, ts []*trajectory) []outcome {
 
 // TestReplay replays the public trajectories of ../shared/traces through
 // the gateway under the strict profile, the agent profile and observe
-// mode, and prints what the gateway did to them (go test -v).
+// mode, and prints what the gateway did to them (go test -v). Under the
+// agent profile no successful run may be altered, and every run that
+// loops (wastes more than maxWasted calls in a row: see loopOf) must be
+// altered at the latest at the call that would waste one more; observe
+// mode must pass every answer on unchanged and would first have refused
+// each run's call exactly where enforcing altered it.
 func TestReplay(t *testing.T) {
 	ts := loadTrajectories(t)
 	loops := make([]loop, len(ts))
@@ -198,9 +211,20 @@ func TestReplay(t *testing.T) {
 		results[s.name] = runSetup(t, s, ts)
 		t.Logf("%s", figures(s, ts, loops, results[s.name]))
 	}
-	for i, o := range results["observe"] {
-		if !o.passedOn {
-			t.Errorf("observe: %s: an answer reached the client changed", ts[i].ID)
+	for i, tr := range ts {
+		agent, observe := results["agent"][i], results["observe"][i]
+		if tr.Outcome.Success && agent.altered() {
+			t.Errorf("agent: %s, a successful run, was altered at message %d (%s)", tr.ID, agent.step, agent.kind)
+		}
+		if l := loops[i]; l.mustStop >= 0 && (!agent.altered() || agent.step > l.mustStop) {
+			t.Errorf("agent: %s loops past %d wasted calls at message %d; the gateway altered it at %d (%s)", tr.ID, maxWasted, l.mustStop, agent.step, agent.kind)
+		}
+		if !observe.passedOn {
+			t.Errorf("observe: %s: an answer reached the client changed", tr.ID)
+		}
+		if observe.step != agent.step {
+			t.Errorf("observe: %s: the first call the guard would have refused is at message %d (%s); enforcing, it altered the run at %d (%s)",
+				tr.ID, observe.step, observe.kind, agent.step, agent.kind)
 		}
 	}
 }
@@ -249,7 +273,11 @@ func figures(s setup, ts []*trajectory, loops []loop, out []outcome) string {
 	fmt.Fprintf(&b, "  looping trajectories (a call wasted): %d, wasted calls let through: %d; loops past %d wasted calls: %d, stopped in time: %d\n",
 		looping, wastedBefore, maxWasted, long, stopped)
 	slices.Sort(okAltered)
-	for _, a := range okAltered {
+	for i, a := range okAltered {
+		if i == 5 {
+			fmt.Fprintf(&b, "  ... and %d more successful runs altered\n", len(okAltered)-i)
+			break
+		}
 		fmt.Fprintf(&b, "  successful, altered: %s\n", a)
 	}
 	return b.String()
