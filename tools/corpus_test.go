@@ -31,6 +31,7 @@ var corpusTools = []chat.Tool{
 	declare("run_shell", ""), declare("execute_code", ""), declare("read_file", ""), declare("write_file", ""),
 	declare("edit_file", ""), declare("search", ""), declare("list_dir", ""), declare("run_tests", ""),
 	declare("job_status", ""), declare("list_issues", ""), declare("web_search", ""),
+	declare("exec_command", ""), declare("run_shell_command", ""),
 }
 
 // legitimate are long turns modelled on real agent sessions (explore,
@@ -183,6 +184,20 @@ var loops = []struct {
 				return call("read_file", `{"path":"z.go"}`, "z")
 			}
 			return call("run_tests", `{"package":"./z"}`, "FAIL TestZ")
+		}},
+	{"Codex: the same exec_command, each result stamped anew", "the gateway's issue 28: Codex's exec_command output opens with a fresh Chunk ID and Wall time, so a loop of one command never returned two byte-equal results and ran 20 times through the agent profile",
+		nil, func(n int) step {
+			return call("exec_command", `{"cmd":"npm test","yield_time_ms":10000}`, fmt.Sprintf("Chunk ID: %06x\nWall time: %d.%04d seconds\nProcess exited with code 1\nOriginal token count: 12\nOutput:\nError: Cannot find module 'jest'\n", 0x3fa1c2+n*7919, n%3, 1000+n*37))
+		}},
+	{"Codex: a cosmetic loop", "the gateway's issue 28: Codex re-sends a command re-spaced and re-quoted, each result with its own Chunk ID and Wall time",
+		nil, func(n int) step {
+			cmd := []string{"ls -la src", "ls  -la src", `ls -la "src"`, "ls -la src;"}[n%4]
+			return call("exec_command", fmt.Sprintf(`{"cmd":%q}`, cmd), fmt.Sprintf("Chunk ID: %06x\nWall time: 0.%04d seconds\nProcess exited with code 0\nOutput:\nmain.go\nutil.go\n", 0x9b07e4+n, 100+n))
+		}},
+	{"Qwen Code: echo done in two spellings", "the gateway's issue 28: Qwen Code's run_shell_command result opens with \"Command: <the command as given>\", so echo done and echo \"done\" never returned the same result",
+		nil, func(n int) step {
+			cmd := []string{"echo done", `echo "done"`}[n%2]
+			return call("run_shell_command", fmt.Sprintf(`{"command":%q}`, cmd), fmt.Sprintf("Command: %s\nDirectory: (root)\nOutput: done\nError: (none)\nExit Code: 0\nSignal: (none)\nBackground PIDs: (none)\nProcess Group PGID: %d", cmd, 48211+n*17))
 		}},
 	{"comment added to the same code", "notebook agents: the same snippet re-run with a comment added or removed, the same output",
 		nil, func(n int) step {
