@@ -189,14 +189,12 @@ func New(reg prometheus.Registerer, providers []string, models ...string) *Metri
 			Help: "Orchestrator envelopes judged, by phase and outcome (valid, repaired, retried, fallback, invalid, missing)."}, []string{"phase", "outcome"}),
 		observed: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "phasegate_observed_tool_calls_total",
 			Help: "Tool calls the client executed under GUARD_MODE=observe, by the verdict the guard would have given them (forward: it would have let them through); each was forwarded unchanged."}, []string{"verdict"}),
-		degenerate: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "phasegate_degenerate_text_total",
-			Help: "Upstream answers the guard cut because they repeated one phrase over and over, by field (content or reasoning_content) and outcome (reasked: the model was asked again; finished: the answer was finished with a notice)."}, []string{"field", "outcome"}),
+		degenerate:    newDegenerate(),
 		models:        slices.Clone(models),
 		shared:        newSharedMetrics(),
 		bounded:       newBounded(),
 		inflightBytes: newInflightBytes(),
-		rulesNotices: prometheus.NewCounter(prometheus.CounterOpts{Name: "phasegate_rules_notices_total",
-			Help: "Upstream calls of the guard that stated its rules to the model up front (GUARD_RULES_NOTICE)."}),
+		rulesNotices:  newRulesNotices(),
 	}
 	m.register(reg)
 	m.zero(providers, models)
@@ -461,6 +459,16 @@ func RegisterTokenRatios(reg prometheus.Registerer, models []string, ratio func(
 			ConstLabels: prometheus.Labels{"model": name},
 		}, func() float64 { return ratio(name) }))
 	}
+}
+
+func newRulesNotices() prometheus.Counter {
+	return prometheus.NewCounter(prometheus.CounterOpts{Name: "phasegate_rules_notices_total",
+		Help: "Upstream calls of the guard that stated its rules to the model up front (GUARD_RULES_NOTICE)."})
+}
+
+func newDegenerate() *prometheus.CounterVec {
+	return prometheus.NewCounterVec(prometheus.CounterOpts{Name: "phasegate_degenerate_text_total",
+		Help: "Upstream answers the guard cut because they repeated one phrase over and over, by field (content or reasoning_content) and outcome (reasked: the model was asked again; finished: the answer was finished with a notice)."}, []string{"field", "outcome"})
 }
 
 // DegenerateText counts an answer cut for repeating itself: field is

@@ -55,10 +55,13 @@ const (
 )
 
 // kinds tells the language of the string arguments of a tool: hints
-// holds what the tool's schema says of its top-level parameters.
+// holds what the tool's schema says of its top-level parameters, schema
+// is a digest of that schema (0 for none), which the cache of forms is
+// keyed by.
 type kinds struct {
-	tool  string
-	hints map[string]stringKind
+	tool   string
+	hints  map[string]stringKind
+	schema uint64
 }
 
 // of is the language of the strings under top-level key.

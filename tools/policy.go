@@ -184,8 +184,11 @@ func (p *Policy) kindsOf(name string) kinds {
 	}
 	if !t.hinted {
 		t.hints, t.hinted = schemaHints(t.params), true
+		if len(t.params) > 0 {
+			t.schemaDigest = digestOf(string(t.params)).hash
+		}
 	}
-	return kinds{tool: name, hints: t.hints}
+	return kinds{tool: name, hints: t.hints, schema: t.schemaDigest}
 }
 
 // Repeatable exempts the named tools from the duplicate rule while their
@@ -210,8 +213,9 @@ type declaredTool struct {
 	err      error
 	// hints are the languages the schema gives string parameters, read
 	// once hinted.
-	hints  map[string]stringKind
-	hinted bool
+	hints        map[string]stringKind
+	hinted       bool
+	schemaDigest uint64
 }
 
 // NewPolicy returns the policy of a request. tools are the tools the
@@ -310,36 +314,45 @@ func (p *Policy) judge(call chat.ToolCall) Judgement {
 	}
 	j.Signature = signatureOf(p.ledger.projectID, name, args)
 	if p.progressive {
-		return p.judgeProgress(j, name, args)
+		return p.judgeProgress(j, call, args)
 	}
 	if p.ledger.Blocked(j.Signature) {
-		_, repeatable := p.repeatable[name]
-		switch {
-		case p.resultDuplicates && p.progress().changedSince(j.Signature):
-			j.Verdict = VerdictForward
-			j.Reason = fmt.Sprintf("Tool %s was executed with the same arguments in this turn, but its result may have changed since.", QuoteName(name))
-		case !repeatable:
-			j.Verdict = VerdictDuplicate
-			j.Reason = fmt.Sprintf("Tool %s was already executed with the same arguments in this turn.", QuoteName(name))
-		case p.ledger.NoProgress(j.Signature):
-			j.Verdict = VerdictNoProgress
-			j.Reason = fmt.Sprintf("Tool %s is repeatable, but its last two calls with the same arguments in this turn returned the same result.", QuoteName(name))
-		default:
-			j.Verdict = VerdictForward
-			j.Reason = fmt.Sprintf("Tool %s is repeatable and its result changed since its last identical call.", QuoteName(name))
-		}
-		return j
+		return p.judgeRepeat(j, name)
 	}
 	j.Verdict = VerdictForward
 	j.Reason = fmt.Sprintf("Tool %s is declared and was not executed with these arguments in this turn.", QuoteName(name))
 	return j
 }
 
+// judgeRepeat decides, by the strict rules, on a call identical to one
+// executed in the turn: a duplicate, but for a repeatable tool whose
+// result changed and, with ResultDuplicates, a call whose result may
+// have changed since.
+func (p *Policy) judgeRepeat(j Judgement, name string) Judgement {
+	_, repeatable := p.repeatable[name]
+	switch {
+	case p.resultDuplicates && p.progress().changedSince(j.Signature):
+		j.Verdict = VerdictForward
+		j.Reason = fmt.Sprintf("Tool %s was executed with the same arguments in this turn, but its result may have changed since.", QuoteName(name))
+	case !repeatable:
+		j.Verdict = VerdictDuplicate
+		j.Reason = fmt.Sprintf("Tool %s was already executed with the same arguments in this turn.", QuoteName(name))
+	case p.ledger.NoProgress(j.Signature):
+		j.Verdict = VerdictNoProgress
+		j.Reason = fmt.Sprintf("Tool %s is repeatable, but its last two calls with the same arguments in this turn returned the same result.", QuoteName(name))
+	default:
+		j.Verdict = VerdictForward
+		j.Reason = fmt.Sprintf("Tool %s is repeatable and its result changed since its last identical call.", QuoteName(name))
+	}
+	return j
+}
+
 // judgeProgress decides on a call whose tool, plan mode and schema
 // passed, by the progress rule of Progressive.
-func (p *Policy) judgeProgress(j Judgement, name string, args map[string]any) Judgement {
+func (p *Policy) judgeProgress(j Judgement, call chat.ToolCall, args map[string]any) Judgement {
+	name := call.Function.Name
 	pr := p.progress()
-	r := pr.repeatOf(formOf(p.ledger.projectID, name, args, p.kindsOf(name)))
+	r := pr.repeatOf(pr.formDigest(p.ledger.projectID, name, args, call.Function.Arguments, p.kindsOf(name)))
 	// A failing streak first: its notice quotes the error.
 	if fs := pr.failingStreakOf(); fs.tool == name && fs.calls >= p.maxFailing {
 		j.Verdict, j.Quote = VerdictFailingStreak, fs.line

@@ -23,14 +23,17 @@ const (
 // tool, form and result) and which wasted a call (repeated an earlier
 // one, and nothing new came back since). Results are compared as an
 // agent reads them (NormaliseResult), and normalised only when two
-// executions of one form returned different texts. It is built once per
-// policy, on the first judgement that needs it.
+// executions of one form returned different texts. Forms and results are
+// compared by digest, and both are read from caches shared by requests
+// (see formDigests). It is built once per policy, on the first judgement
+// that needs it.
 type progress struct {
 	l *Ledger
-	// forms are the executions' forms; "" for malformed arguments.
-	forms []Form
-	// norm are the normalised results, where normDone.
-	norm     []string
+	// forms are the digests of the executions' forms; malformed
+	// arguments have none.
+	forms []digest
+	// norm are the digests of the normalised results, where normDone.
+	norm     []digest
 	normDone []bool
 	// prev is the last earlier execution with the same tool, form and
 	// result, or -1 (fresh).
@@ -38,8 +41,11 @@ type progress struct {
 	// id names the work an execution did: the first execution with its
 	// tool, form and result.
 	id []int
-	// groups are the executions per tool and form, in order.
-	groups map[string][]int
+	// last is the last execution of each form (the form holds the tool),
+	// and before the execution of the same form before each, or -1: the
+	// executions of a form, newest first.
+	last   map[digest]int
+	before []int
 	// lastFresh is the last fresh execution, or -1.
 	lastFresh int
 	// streak is the number of wasted executions since lastFresh.
@@ -50,9 +56,8 @@ type progress struct {
 
 func newProgress(l *Ledger, kindsOf func(name string) kinds) *progress {
 	n := len(l.executed)
-	p := &progress{l: l, forms: make([]Form, n), norm: make([]string, n), normDone: make([]bool, n),
-		prev: make([]int, n), id: make([]int, n), groups: make(map[string][]int, n), lastFresh: -1}
-	bySig := make(map[Signature]Form, n)
+	p := &progress{l: l, forms: make([]digest, n), norm: make([]digest, n), normDone: make([]bool, n),
+		prev: make([]int, n), id: make([]int, n), last: make(map[digest]int, n), before: make([]int, n), lastFresh: -1}
 	for k, e := range l.executed {
 		p.prev[k], p.id[k] = -1, k
 		if l.args[k] == nil || isWait(e.Call.Function.Name, l.args[k]) {
@@ -62,21 +67,20 @@ func newProgress(l *Ledger, kindsOf func(name string) kinds) *progress {
 			p.fresh(k)
 			continue
 		}
-		f, ok := bySig[e.Signature]
-		if !ok {
-			f = formOf(l.projectID, e.Call.Function.Name, l.args[k], kindsOf(e.Call.Function.Name))
-			bySig[e.Signature] = f
-		}
+		name := e.Call.Function.Name
+		f := p.formDigest(l.projectID, name, l.args[k], e.Call.Function.Arguments, kindsOf(name))
 		p.forms[k] = f
-		key := string(f) // the form holds the tool name
-		g := p.groups[key]
-		for j := len(g) - 1; j >= 0; j-- {
-			if p.sameResult(g[j], k) {
-				p.prev[k], p.id[k] = g[j], p.id[g[j]]
+		p.before[k] = -1
+		if j, ok := p.last[f]; ok {
+			p.before[k] = j
+		}
+		for j := p.before[k]; j >= 0; j = p.before[j] {
+			if p.sameResult(j, k) {
+				p.prev[k], p.id[k] = j, p.id[j]
 				break
 			}
 		}
-		p.groups[key] = append(g, k)
+		p.last[f] = k
 		if p.prev[k] < 0 {
 			p.fresh(k)
 			continue
@@ -89,10 +93,20 @@ func newProgress(l *Ledger, kindsOf func(name string) kinds) *progress {
 	return p
 }
 
-func (p *progress) fresh(k int) { p.lastFresh, p.streak = k, 0 }
+// formDigest is the digest of the form of a call of tool name with
+// arguments (parsed as args), from the cache when the same call was seen
+// before.
+func (p *progress) formDigest(projectID, name string, args map[string]any, arguments string, k kinds) digest {
+	key := formKey(projectID, name, k.schema, arguments)
+	if d, ok := formDigests.Get(key); ok {
+		return d
+	}
+	d := digestOf(string(formOf(projectID, name, args, k)))
+	formDigests.Put(key, d)
+	return d
+}
 
-// isFresh reports whether execution k brought something new.
-func (p *progress) isFresh(k int) bool { return p.prev[k] < 0 }
+func (p *progress) fresh(k int) { p.lastFresh, p.streak = k, 0 }
 
 // sameResult reports whether executions i and k returned the same result
 // as an agent reads it.
@@ -101,9 +115,9 @@ func (p *progress) sameResult(i, k int) bool {
 	return a == b || p.normalised(i) == p.normalised(k)
 }
 
-func (p *progress) normalised(i int) string {
+func (p *progress) normalised(i int) digest {
 	if !p.normDone[i] {
-		p.norm[i], p.normDone[i] = NormaliseResult(p.l.executed[i].Result), true
+		p.norm[i], p.normDone[i] = normalisedDigest(p.l.executed[i].Result), true
 	}
 	return p.norm[i]
 }
@@ -125,12 +139,12 @@ type repeat struct {
 
 // repeatOf says what a call of form f would repeat, if it ran and
 // returned what its form returned last.
-func (p *progress) repeatOf(f Form) repeat {
-	g := p.groups[string(f)]
-	if len(g) == 0 {
+func (p *progress) repeatOf(f digest) repeat {
+	last, ok := p.last[f]
+	if !ok {
 		return repeat{last: -1, earlier: -1}
 	}
-	r := repeat{last: g[len(g)-1], earlier: -1}
+	r := repeat{last: last, earlier: -1}
 	r.earlier = p.prev[r.last]
 	r.wasted = p.lastFresh <= r.last
 	n := len(p.id)
@@ -183,20 +197,30 @@ func (p *progress) changedSince(sig Signature) bool {
 // isWait reports whether a call waits on purpose: a tool named for
 // waiting or sleeping, or a shell command that runs sleep.
 func isWait(name string, args map[string]any) bool {
-	n := strings.ToLower(name)
-	if strings.Contains(n, "sleep") || strings.Contains(n, "wait") {
+	if containsFold(name, "sleep") || containsFold(name, "wait") {
 		return true
 	}
 	k := kinds{tool: name}
 	for key, v := range args {
 		s, ok := v.(string)
-		if !ok || k.of(key) != kindShell {
+		if !ok || !strings.Contains(s, "sleep") || k.of(key) != kindShell {
 			continue
 		}
 		for _, cmd := range strings.FieldsFunc(s, func(r rune) bool { return strings.ContainsRune(";&|\n(", r) }) {
 			if f := strings.Fields(cmd); len(f) > 0 && f[0] == "sleep" {
 				return true
 			}
+		}
+	}
+	return false
+}
+
+// containsFold reports whether s holds word, an ASCII lower-case word,
+// in any case, without allocating.
+func containsFold(s, word string) bool {
+	for i := 0; i+len(word) <= len(s); i++ {
+		if strings.EqualFold(s[i:i+len(word)], word) {
+			return true
 		}
 	}
 	return false

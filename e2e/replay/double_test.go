@@ -11,7 +11,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/phasegate/phasegate/internal/jsonscan"
 	"github.com/phasegate/phasegate/sim"
 )
 
@@ -44,7 +43,9 @@ func parseRequestID(id string) (traj, step int, ok bool) {
 // double plays the recorded assistant turns: the request's id names the
 // trajectory and the message. Asked again within a request (the guard
 // refused the call), it plays the same turn again, as a model that pays
-// no heed to the notice; offered no tools, it answers. It keeps nothing
+// no heed to the notice; offered no tools, it answers (the client sends
+// "tools" last, and no recorded message or schema holds that key, so its
+// absence from the body's end is the forced final answer). It keeps nothing
 // of what it received: the histories of a replay add up to hundreds of
 // megabytes.
 func double(ts []*trajectory) http.Handler {
@@ -69,7 +70,7 @@ func play(ts []*trajectory, id string, body []byte) sim.Reply {
 	s := sim.NewStream(replayModel).Role()
 	m := ts[ti].msgs[step]
 	switch {
-	case !jsonscan.HasKey(body, "tools"): // the gateway forced the final answer
+	case !bytes.Contains(body[max(len(body)-64<<10, 0):], []byte(`"tools":`)): // the gateway forced the final answer
 		s.Content(finalAnswer).Finish("stop")
 	case len(m.ToolCalls) == 0:
 		s.Content(m.text()).Finish("stop")
