@@ -529,7 +529,7 @@ func dashboardQueries(t *testing.T) []panelQuery {
 	if err := json.Unmarshal(b, &d); err != nil {
 		t.Fatalf("%s: %v", dashboardFile, err)
 	}
-	vars := strings.NewReplacer("$job", ".*", "$provider", ".*", "$__rate_interval", "1m")
+	vars := strings.NewReplacer("$job", ".*", "$provider", ".*", "$profile", ".*", "$__rate_interval", "1m")
 	var qs []panelQuery
 	for _, p := range d.Panels {
 		for _, tg := range p.Targets {

@@ -103,7 +103,7 @@ func labelValues() map[string][]string {
 	return map[string][]string{
 		"door":     metrics.Doors,
 		"protocol": metrics.Protocols,
-		"outcome":  slices.Concat(outcomes, metrics.TransientOutcomes, metrics.LeakOutcomes, metrics.EnvelopeOutcomes, metrics.RateLimitOutcomes),
+		"outcome":  slices.Concat(outcomes, metrics.TransientOutcomes, metrics.LeakOutcomes, metrics.EnvelopeOutcomes, metrics.RateLimitOutcomes, metrics.DegenerateOutcomes),
 		"verdict":  metrics.Verdicts,
 		"budget":   metrics.Budgets,
 		"kind":     slices.Concat(metrics.UpstreamErrorKinds, metrics.TokenKinds, metrics.TruncationKinds, metrics.RepairKinds, metrics.RefusalKinds()),

@@ -40,6 +40,7 @@ type Metrics struct {
 	observed        *prometheus.CounterVec
 	dropped         *prometheus.CounterVec
 	sessions        sessionMetrics // metrics/sessions.go
+	degenerate      *prometheus.CounterVec
 	// models are the configured model names, the values of the model
 	// label besides OtherModel.
 	models []string
@@ -54,14 +55,24 @@ var (
 	// Outcomes are the values of the outcome label of requests.
 	Outcomes = []Outcome{OutcomeOK, OutcomeClientError, OutcomeUpstreamError, OutcomeGatewayError, OutcomeClientClosed}
 	// Verdicts are the values of the verdict label of tool calls.
-	Verdicts = []string{"forward", "duplicate", "malformed", "undeclared", "schema_invalid", "not_allowed", "no_progress", "dropped"}
+	Verdicts = []string{"forward", "duplicate", "malformed", "undeclared", "schema_invalid", "not_allowed", "no_progress", "cycle", "failing_streak", "dropped"}
 	// ObservedVerdicts are the values of the verdict label of tool calls
 	// judged in observe mode: the guard's verdicts, and over_cycle_budget
 	// for a call made once the turn had spent its cycle budget.
-	ObservedVerdicts = []string{"forward", "duplicate", "malformed", "undeclared", "schema_invalid", "not_allowed", "no_progress", "over_cycle_budget"}
-	// Budgets are the values of the budget label: the turn's, and the
+	ObservedVerdicts = []string{"forward", "duplicate", "malformed", "undeclared", "schema_invalid", "not_allowed", "no_progress", "cycle", "failing_streak", "over_cycle_budget"}
+	// Budgets are the values of the budget label: the turn's
+	// (AGENT_MAX_PHASE_CYCLES is the agent profile's cycle budget), and the
 	// session's (SessionCaps).
-	Budgets = append([]string{"MAX_PHASE_CYCLES", "MAX_DUPLICATE_ATTEMPTS"}, SessionCaps...)
+	Budgets = append([]string{"MAX_PHASE_CYCLES", "AGENT_MAX_PHASE_CYCLES", "MAX_DUPLICATE_ATTEMPTS"}, SessionCaps...)
+	// TurnCycleBuckets are the buckets of phasegate_turn_cycles: the
+	// strict profile's few executions one by one, then up to and past the
+	// agent profile's budget (60 by default; the longest successful
+	// public run makes 124 calls in a turn).
+	TurnCycleBuckets = []float64{0, 1, 2, 3, 4, 5, 8, 13, 21, 34, 60, 100, 150}
+	// DegenerateFields are the values of the field label of degenerate
+	// text, and DegenerateOutcomes of its outcome label.
+	DegenerateFields   = []string{"content", "reasoning_content"}
+	DegenerateOutcomes = []string{"reasked", "finished"}
 	// UpstreamErrorKinds are the values of the kind label of upstream errors.
 	UpstreamErrorKinds = []string{UpstreamStatus4xx, UpstreamStatus5xx, UpstreamTimeout, UpstreamUnreachable, UpstreamTruncated, UpstreamInvalid}
 	// TokenKinds are the values of the kind label of tokens.
@@ -164,7 +175,7 @@ func New(reg prometheus.Registerer, providers []string, models ...string) *Metri
 			Help: "Requests the guard failed before the first byte, served by the standard protocol instead."}),
 		cycles: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "phasegate_turn_cycles",
 			Help:    "Tool executions the turn held when a guarded request ended with a final answer, by the guard's profile.",
-			Buckets: []float64{0, 1, 2, 3, 4, 5, 8, 13}}, []string{"profile"}),
+			Buckets: TurnCycleBuckets}, []string{"profile"}),
 		tokens: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "phasegate_upstream_tokens_total",
 			Help: "Tokens of upstream calls, by provider, kind and source: reported by the upstream, or estimated by the gateway for a call it closed before the upstream reported usage."}, []string{"provider", "kind", "source"}),
 		truncations: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "phasegate_truncated_total",
@@ -191,6 +202,7 @@ func New(reg prometheus.Registerer, providers []string, models ...string) *Metri
 			Help: "Orchestrator envelopes judged, by phase and outcome (valid, repaired, retried, fallback, invalid, missing)."}, []string{"phase", "outcome"}),
 		observed: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "phasegate_observed_tool_calls_total",
 			Help: "Tool calls the client executed under GUARD_MODE=observe, by the verdict the guard would have given them (forward: it would have let them through); each was forwarded unchanged."}, []string{"verdict"}),
+		degenerate:    newDegenerate(),
 		models:        slices.Clone(models),
 		shared:        newSharedMetrics(),
 		bounded:       newBounded(),
@@ -213,7 +225,7 @@ func newRulesNotices() prometheus.Counter {
 func (m *Metrics) register(reg prometheus.Registerer) {
 	m.sessions = newSessionMetrics()
 	for _, c := range []prometheus.Collector{m.requests, m.requestDuration, m.inFlight, m.upstreamLatency, m.upstreamErrors,
-		m.toolCalls, m.budgets, m.fallbacks, m.cycles, m.tokens, m.truncations, m.repairs, m.transient, m.retries, m.modelFallbacks, m.leaked, m.firstToken, m.overhead, m.modelTokens, m.envelopes, m.observed, m.bounded, m.inflightBytes, m.rulesNotices, m.dropped} {
+		m.toolCalls, m.budgets, m.fallbacks, m.cycles, m.tokens, m.truncations, m.repairs, m.transient, m.retries, m.modelFallbacks, m.leaked, m.firstToken, m.overhead, m.modelTokens, m.envelopes, m.observed, m.bounded, m.inflightBytes, m.rulesNotices, m.dropped, m.degenerate} {
 		reg.MustRegister(c)
 	}
 	for _, c := range append(m.shared.collectors(), m.sessions.collectors()...) {
@@ -254,6 +266,11 @@ func (m *Metrics) zero(providers, models []string) {
 	}
 	for _, p := range Profiles {
 		m.cycles.WithLabelValues(p)
+	}
+	for _, f := range DegenerateFields {
+		for _, o := range DegenerateOutcomes {
+			m.degenerate.WithLabelValues(f, o)
+		}
 	}
 	m.shared.zero()
 	m.zeroDropped()
@@ -475,6 +492,19 @@ func RegisterTokenRatios(reg prometheus.Registerer, models []string, ratio func(
 			Help:        "Learned ratio of the prompt tokens upstreams report to the gateway's tiktoken estimate, by configured model.",
 			ConstLabels: prometheus.Labels{"model": name},
 		}, func() float64 { return ratio(name) }))
+	}
+}
+
+func newDegenerate() *prometheus.CounterVec {
+	return prometheus.NewCounterVec(prometheus.CounterOpts{Name: "phasegate_degenerate_text_total",
+		Help: "Upstream answers the guard cut because they repeated one phrase over and over, by field (content or reasoning_content) and outcome (reasked: the model was asked again; finished: the answer was finished with a notice)."}, []string{"field", "outcome"})
+}
+
+// DegenerateText counts an answer cut for repeating itself: field is
+// one of DegenerateFields, outcome one of DegenerateOutcomes.
+func (m *Metrics) DegenerateText(field, outcome string) {
+	if m != nil && slices.Contains(DegenerateFields, field) && slices.Contains(DegenerateOutcomes, outcome) {
+		m.degenerate.WithLabelValues(field, outcome).Inc()
 	}
 }
 

@@ -113,6 +113,7 @@ func TestInitialisedToZero(t *testing.T) {
 	want := `
 # HELP phasegate_budget_exhaustions_total Requests whose final answer a budget forced, by budget.
 # TYPE phasegate_budget_exhaustions_total counter
+phasegate_budget_exhaustions_total{budget="AGENT_MAX_PHASE_CYCLES"} 0
 phasegate_budget_exhaustions_total{budget="MAX_DUPLICATE_ATTEMPTS"} 0
 phasegate_budget_exhaustions_total{budget="MAX_PHASE_CYCLES"} 0
 phasegate_budget_exhaustions_total{budget="SESSION_MAX_TOKENS"} 0
@@ -133,8 +134,10 @@ phasegate_thinking_repairs_total{kind="reasoning_restored"} 0
 phasegate_thinking_repairs_total{kind="tool_choice_downgraded"} 0
 # HELP phasegate_tool_calls_total Tool calls the guard judged, by verdict (forward: sent to the client).
 # TYPE phasegate_tool_calls_total counter
+phasegate_tool_calls_total{verdict="cycle"} 0
 phasegate_tool_calls_total{verdict="dropped"} 0
 phasegate_tool_calls_total{verdict="duplicate"} 0
+phasegate_tool_calls_total{verdict="failing_streak"} 0
 phasegate_tool_calls_total{verdict="forward"} 0
 phasegate_tool_calls_total{verdict="malformed"} 0
 phasegate_tool_calls_total{verdict="not_allowed"} 0
@@ -186,7 +189,7 @@ phasegate_upstream_tokens_total{kind="prompt",provider="openai",source="reported
 // series before any turn ended: every bucket, the sum and the count at 0.
 func zeroCycles(profile string) string {
 	var b strings.Builder
-	for _, le := range []string{"0", "1", "2", "3", "4", "5", "8", "13", "+Inf"} {
+	for _, le := range []string{"0", "1", "2", "3", "4", "5", "8", "13", "21", "34", "60", "100", "150", "+Inf"} {
 		b.WriteString("phasegate_turn_cycles_bucket{profile=" + strconv.Quote(profile) + ",le=" + strconv.Quote(le) + "} 0\n")
 	}
 	b.WriteString("phasegate_turn_cycles_sum{profile=" + strconv.Quote(profile) + "} 0\n")
@@ -236,7 +239,7 @@ func TestGuardMethods(t *testing.T) {
 			metric: "phasegate_tool_calls_total",
 			want: series("phasegate_tool_calls_total", toolCallsHelp, "verdict", metrics.Verdicts, map[string]int{
 				"forward": 1, "duplicate": 2, "malformed": 1, "undeclared": 1, "schema_invalid": 1,
-				"not_allowed": 1, "no_progress": 1, "dropped": 2}),
+				"not_allowed": 1, "no_progress": 1, "cycle": 1, "failing_streak": 1, "dropped": 2}),
 		},
 		{
 			name: "ToolCallJudged ignores an unknown verdict",
@@ -339,6 +342,11 @@ phasegate_turn_cycles_bucket{profile="strict",le="4"} 2
 phasegate_turn_cycles_bucket{profile="strict",le="5"} 2
 phasegate_turn_cycles_bucket{profile="strict",le="8"} 2
 phasegate_turn_cycles_bucket{profile="strict",le="13"} 2
+phasegate_turn_cycles_bucket{profile="strict",le="21"} 3
+phasegate_turn_cycles_bucket{profile="strict",le="34"} 3
+phasegate_turn_cycles_bucket{profile="strict",le="60"} 3
+phasegate_turn_cycles_bucket{profile="strict",le="100"} 3
+phasegate_turn_cycles_bucket{profile="strict",le="150"} 3
 phasegate_turn_cycles_bucket{profile="strict",le="+Inf"} 3
 phasegate_turn_cycles_sum{profile="strict"} 22
 phasegate_turn_cycles_count{profile="strict"} 3

@@ -54,6 +54,10 @@ const (
 	// system message before any violation (GUARD_RULES_NOTICE); Reason is
 	// the profile.
 	TraceRulesNotice TraceKind = "rules_notice"
+	// TraceDegenerateText: an answer repeated one phrase over and over and
+	// was cut; Reason is the field (content or reasoning_content), Verdict
+	// what followed (reasked or finished).
+	TraceDegenerateText TraceKind = "degenerate_text"
 )
 
 // Trace is one event of the guard. It never holds argument bodies, prompt

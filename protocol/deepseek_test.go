@@ -763,12 +763,18 @@ func TestDeepSeekStandardCutRetried(t *testing.T) {
 // dsBenchStream is a 200-chunk answer as DeepSeek writes it (no HTML
 // escaping of '<', '>' and '&'): the opening chunk, 197 content chunks
 // holding first, then pieces in turn, the finish and the usage chunk.
+// dsOrder is the piece a bench stream says at position i, of n: in a
+// fixed order that does not repeat itself, as a model's text does not (a
+// text that repeats one phrase over and over is degenerate, and the guard
+// cuts it).
+func dsOrder(i, n int) int { return int(uint32(i)*2654435761>>16) % n }
+
 func dsBenchStream(first []string, pieces ...string) [][]byte {
 	r := dsSplitReply(nil)
 	data := append([]string(nil), r.data[0])
 	all := append([]string(nil), first...)
 	for i := range 197 - len(first) {
-		all = append(all, pieces[i%len(pieces)])
+		all = append(all, pieces[dsOrder(i, len(pieces))])
 	}
 	for _, p := range all {
 		data = append(data, dsContentChunk(p))
@@ -786,8 +792,9 @@ var (
 	dsLTPieces      = []string{"a <b>bold</b> ", "x < y ", "<br/> ", "text "}
 	dsMarkerPieces  = []string{"<｜tool", " is not a marker ", "<｜DSML｜para", "meter only "}
 	dsCodeFirst     = []string{"```text\n"}
-	dsCodePieces    = []string{"<｜tool▁call▁begin｜>f<｜tool▁sep｜>{}<｜tool▁call▁end｜> "}
-	dsLeakPieces    = []string{"<｜tool▁calls▁begin｜>", "<｜tool▁call▁begin｜>", "function", "<｜tool▁sep｜>", "read_file\n```json\n",
+	dsCodePieces    = []string{"<｜tool▁call▁begin｜>f<｜tool▁sep｜>{}<｜tool▁call▁end｜> ", "<｜tool▁call▁begin｜>g<｜tool▁sep｜>{}<｜tool▁call▁end｜> ",
+		"<｜tool▁call▁begin｜>h<｜tool▁sep｜>{}<｜tool▁call▁end｜> ", "<｜tool▁call▁begin｜>k<｜tool▁sep｜>{}<｜tool▁call▁end｜> "}
+	dsLeakPieces = []string{"<｜tool▁calls▁begin｜>", "<｜tool▁call▁begin｜>", "function", "<｜tool▁sep｜>", "read_file\n```json\n",
 		`{"path": "b.go"}`, "\n```", "<｜tool▁call▁end｜>", "<｜tool▁calls▁end｜>"}
 	dsLeakPlainCount = 197 - len(dsLeakPieces)
 )
@@ -797,7 +804,7 @@ var (
 func dsLeakStream() [][]byte {
 	var plain []string
 	for i := range dsLeakPlainCount {
-		plain = append(plain, dsPlainPieces[i%len(dsPlainPieces)])
+		plain = append(plain, dsPlainPieces[dsOrder(i, len(dsPlainPieces))])
 	}
 	return dsBenchStream(append(plain, dsLeakPieces...), "unused")
 }
@@ -909,7 +916,7 @@ func TestDeepSeekBenchStreams(t *testing.T) {
 		var b strings.Builder
 		b.WriteString(strings.Join(first, ""))
 		for i := range n {
-			b.WriteString(pieces[i%len(pieces)])
+			b.WriteString(pieces[dsOrder(i, len(pieces))])
 		}
 		return b.String()
 	}

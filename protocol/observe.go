@@ -3,10 +3,10 @@ package protocol
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"github.com/phasegate/phasegate/chat"
 	"github.com/phasegate/phasegate/metrics"
-	"github.com/phasegate/phasegate/tools"
 )
 
 // Mode is whether the guard acts on its verdicts, as GUARD_MODE spells it.
@@ -48,9 +48,12 @@ type Observed struct {
 // Observe judges, without acting, the tool calls of the request's last
 // assistant message that the client executed (a tool message of the
 // request answers them): each as the guard would have judged it when the
-// model made it, against the turn before that message, under the
-// request's profile and limits. A call made when the turn had spent its
-// cycle budget is VerdictOverCycleBudget. Every verdict is counted
+// model made it, under the request's profile and limits, against the turn
+// before that message and the calls of the message before it (the guard
+// forwards one call per response, so a parallel message's calls reach it
+// one after another: the second of two identical calls is a repeat). A
+// call made when the turn had spent its cycle budget is
+// VerdictOverCycleBudget. Every verdict is counted
 // (metrics.ObservedToolCall) and traced; the request is not changed.
 // Judging the calls once they come back keeps observe mode stateless and
 // its traffic byte for byte what the upstream and the client sent: a call
@@ -64,48 +67,61 @@ func (g *TwoStage) Observe(ctx context.Context, x *Exchange) []Observed {
 	if last < 0 {
 		return nil
 	}
-	profile, maxCycles := g.cfg.Profile, g.cfg.MaxPhaseCycles
-	if x.Limits.Profile != "" {
-		profile = x.Limits.Profile
-	}
-	if profile == ProfileAgent {
-		maxCycles = g.cfg.AgentMaxPhaseCycles
-	}
-	if n := x.Limits.MaxPhaseCycles; n > 0 && n < maxCycles {
-		maxCycles = n
-	}
-	var allow []string
-	if x.Limits.Plan {
-		allow = append([]string{}, g.cfg.PlanTools...)
-	}
-	before := tools.NewLedger(x.ProjectID, history[:last])
-	policy := tools.NewPolicy(x.Request.Tools, allow, before).Repeatable(g.cfg.RepeatableTools)
-	if profile == ProfileAgent {
-		policy.Progressive()
-	}
-	executed := map[string]bool{}
-	for _, e := range tools.NewLedger(x.ProjectID, history).Executed()[before.CycleIndex():] {
-		executed[e.Call.ID] = true
+	results := map[string]chat.Message{}
+	for _, m := range history[last+1:] {
+		if _, seen := results[m.ToolCallID]; m.Role == chat.RoleTool && !seen {
+			results[m.ToolCallID] = m
+		}
 	}
 	var out []Observed
+	ran := history[last]
+	ran.ToolCalls = nil
 	for _, tc := range history[last].ToolCalls {
-		if !executed[tc.ID] {
+		if _, executed := results[tc.ID]; !executed {
 			continue
 		}
-		o := Observed{Call: tc}
-		if before.CycleIndex() >= maxCycles {
-			o.Verdict, o.Reason = VerdictOverCycleBudget, fmt.Sprintf("the turn had spent its %d tool executions (MAX_PHASE_CYCLES)", maxCycles)
-		} else {
-			j := policy.Judge(tc)
-			logSchemaErr(ctx, x.RequestID, j)
-			o.Verdict, o.Reason = string(j.Verdict), j.Reason
-		}
-		g.cfg.Metrics.ObservedToolCall(o.Verdict)
-		g.tracer.Trace(ctx, metrics.Trace{Kind: metrics.TraceObservedToolCall, RequestID: x.RequestID, ProjectID: x.ProjectID,
-			CycleIndex: before.CycleIndex(), Tool: tc.Function.Name, ToolCallID: tc.ID, Verdict: o.Verdict, Reason: o.Reason})
+		// The turn as the guard would have seen it: the calls of the
+		// message before this one executed, with their results.
+		before := append(append(slices.Clip(history[:last]), ran), toolResults(ran.ToolCalls, results)...)
+		o := g.observeCall(ctx, x, g.rulesFor(x, before), tc)
 		out = append(out, o)
+		ran.ToolCalls = append(ran.ToolCalls, tc)
 	}
 	return out
+}
+
+// toolResults are the results of calls, in their order.
+func toolResults(calls []chat.ToolCall, results map[string]chat.Message) []chat.Message {
+	out := make([]chat.Message, 0, len(calls))
+	for _, c := range calls {
+		out = append(out, results[c.ID])
+	}
+	return out
+}
+
+// observeCall judges one executed call by rules, counts and traces its
+// would-be verdict.
+func (g *TwoStage) observeCall(ctx context.Context, x *Exchange, rules guardRules, tc chat.ToolCall) Observed {
+	o := Observed{Call: tc}
+	if used := rules.used(); used >= rules.maxCycles {
+		o.Verdict, o.Reason = VerdictOverCycleBudget, fmt.Sprintf("the turn had spent its %d tool executions (%s)", rules.maxCycles, cycleBudgetName(rules.profile))
+	} else {
+		j := rules.policy.Judge(tc)
+		logSchemaErr(ctx, x.RequestID, j)
+		o.Verdict, o.Reason = string(j.Verdict), j.Reason
+	}
+	g.cfg.Metrics.ObservedToolCall(o.Verdict)
+	g.tracer.Trace(ctx, metrics.Trace{Kind: metrics.TraceObservedToolCall, RequestID: x.RequestID, ProjectID: x.ProjectID,
+		CycleIndex: rules.ledger.CycleIndex(), Tool: tc.Function.Name, ToolCallID: tc.ID, Verdict: o.Verdict, Reason: o.Reason})
+	return o
+}
+
+// cycleBudgetName is the setting of a profile's cycle budget.
+func cycleBudgetName(p Profile) string {
+	if p == ProfileAgent {
+		return "AGENT_MAX_PHASE_CYCLES, counting those that brought nothing new"
+	}
+	return "MAX_PHASE_CYCLES"
 }
 
 // lastCallMessage is the index of the last assistant message of the turn

@@ -58,6 +58,14 @@ type TwoStageConfig struct {
 	// results change (run_tests, git_status, polling tools); the cycle
 	// budget still counts them. The agent profile exempts every tool.
 	RepeatableTools []string
+	// StrictDuplicates is how the strict profile judges an exact repeat
+	// (STRICT_DUPLICATES); "" is DuplicatesExact.
+	StrictDuplicates Duplicates
+	// MaxFailingStreak is the number of calls of one tool in a row that
+	// may fail with the same error under the agent profile before the
+	// next call of that tool is refused (MAX_FAILING_STREAK). Default
+	// tools.DefaultMaxFailingStreak.
+	MaxFailingStreak int
 	// Profile is the rules of a request whose Limits name none; "" is
 	// ProfileStrict.
 	Profile Profile
@@ -100,6 +108,9 @@ func NewTwoStage(cfg TwoStageConfig, tracer Tracer) *TwoStage {
 	if cfg.AgentMaxPhaseCycles <= 0 {
 		cfg.AgentMaxPhaseCycles = DefaultAgentMaxPhaseCycles
 	}
+	if cfg.MaxFailingStreak <= 0 {
+		cfg.MaxFailingStreak = tools.DefaultMaxFailingStreak
+	}
 	if cfg.Profile == "" {
 		cfg.Profile = ProfileStrict
 	}
@@ -134,19 +145,19 @@ type guardRun struct {
 	x *Exchange
 	s *session
 
-	maxCycles, maxRefusals int
-	profile                Profile
-	ledger                 *tools.Ledger
-	policy                 *tools.Policy
-	// allow is the plan-mode allowlist, nil outside plan mode; non-nil and
-	// empty when plan mode has no allowlist, which allows nothing.
-	allow   []string
+	guardRules
 	refused int
 	// rules is the rules notice every upstream call of the request
 	// carries; "" when GUARD_RULES_NOTICE is off for it.
 	rules string
 	// env is the envelope rule's state; nil when the request has none.
 	env *envelopeRun
+	// degen is the degenerate text rule's state, of the answer being
+	// read; cut is set once an answer of the request was cut for it.
+	degen degenerateScan
+	cut   bool
+	// ref is the refusal the last step decided (see outcome).
+	ref *refusal
 	// extra are the messages the guard appends to the client's history
 	// for its next upstream call: the assistant text of a refused answer,
 	// then the notice.
@@ -188,41 +199,16 @@ const (
 )
 
 func (g *TwoStage) newRun(x *Exchange, yield func(Event, error) bool) *guardRun {
-	r := &guardRun{g: g, x: x, s: newSession(x, yield, g.tracer, g.cfg.Metrics),
-		maxCycles: g.cfg.MaxPhaseCycles, maxRefusals: g.cfg.MaxDuplicateAttempts, profile: g.cfg.Profile}
-	if x.Limits.Profile != "" {
-		r.profile = x.Limits.Profile
-	}
-	if r.profile == ProfileAgent {
-		r.maxCycles = g.cfg.AgentMaxPhaseCycles
-	}
-	if n := x.Limits.MaxPhaseCycles; n > 0 && n < r.maxCycles {
-		r.maxCycles = n
-	}
-	if n := x.Limits.MaxDuplicateAttempts; n > 0 && n < r.maxRefusals {
-		r.maxRefusals = n
-	}
-	var allow []string
-	if x.Limits.Plan {
-		allow = append([]string{}, g.cfg.PlanTools...)
-	}
 	history := x.History
 	if history == nil {
 		history = x.Request.Messages
 	}
-	r.ledger = tools.NewLedger(x.ProjectID, history)
-	r.policy = tools.NewPolicy(x.Request.Tools, allow, r.ledger).Repeatable(g.cfg.RepeatableTools)
-	if r.profile == ProfileAgent {
-		r.policy.Progressive()
-	}
-	r.allow = allow
+	r := &guardRun{g: g, x: x, s: newSession(x, yield, g.tracer, g.cfg.Metrics), guardRules: g.rulesFor(x, history)}
 	r.env = newEnvelopeRun(x.Limits.Envelope, g.cfg.Envelopes, g.cfg.MaxEnvelopeRetries)
 	return r
 }
 
-func (r *guardRun) budget() tools.Budget {
-	return tools.Budget{Executions: r.ledger.CycleIndex(), MaxExecutions: r.maxCycles, Refused: r.refused, MaxRefused: r.maxRefusals}
-}
+func (r *guardRun) budget() tools.Budget { return r.guardRules.budget(r.refused) }
 
 func (r *guardRun) trace(ctx context.Context, ev metrics.Trace) {
 	if ev.Phase == "" {
@@ -272,7 +258,11 @@ func (r *guardRun) serve(ctx context.Context) error {
 		return r.exhausted(ctx, s.Budget, s.Notice, s.Shown)
 	}
 	if b.Executions >= b.MaxExecutions {
-		return r.exhausted(ctx, "MAX_PHASE_CYCLES", tools.CycleBudgetNotice(b), tools.ShownCycleBudget(b))
+		budget := "MAX_PHASE_CYCLES"
+		if b.NoProgress {
+			budget = "AGENT_MAX_PHASE_CYCLES"
+		}
+		return r.exhausted(ctx, budget, tools.CycleBudgetNotice(b), tools.ShownCycleBudget(b))
 	}
 	for {
 		ref, err := r.ask(ctx, false)
@@ -341,18 +331,54 @@ func (r *guardRun) exhausted(ctx context.Context, budget, text, shown string) er
 }
 
 // ask makes calls until the answer's envelope passes, or its re-asks are
-// spent: an envelope refusal is put to the model here, a tool call's is
-// the caller's.
+// spent, and asks once more after an answer cut for degenerate text: an
+// envelope refusal and a cut are put to the model here, a tool call's
+// refusal is the caller's.
 func (r *guardRun) ask(ctx context.Context, final bool) (*refusal, error) {
 	for {
 		ref, err := r.call(ctx, final)
-		if err != nil || ref == nil || ref.envelope == nil {
+		switch {
+		case err != nil || ref == nil:
 			return ref, err
-		}
-		if err := r.reask(ref); err != nil {
-			return nil, err
+		case ref.degenerate != "":
+			if done, err := r.onDegenerate(ctx, ref.degenerate); done || err != nil {
+				return nil, err
+			}
+		case ref.envelope != nil:
+			if err := r.reask(ref); err != nil {
+				return nil, err
+			}
+		default:
+			return ref, nil
 		}
 	}
+}
+
+// onDegenerate acts on an answer cut because its field repeated one
+// phrase over and over: the first time, the model is asked again with a
+// notice (the repeated text is not sent back: a model that sees itself
+// repeat repeats more); after that, the response is finished with a
+// notice. It reports whether the response is done.
+func (r *guardRun) onDegenerate(ctx context.Context, field string) (bool, error) {
+	outcome := "reasked"
+	if r.cut {
+		outcome = "finished"
+	}
+	r.trace(ctx, metrics.Trace{Kind: metrics.TraceDegenerateText, Verdict: outcome, Reason: field})
+	r.g.cfg.Metrics.DegenerateText(field, outcome)
+	if !r.cut {
+		r.cut = true
+		return false, r.notice(tools.DegenerateNotice, tools.ShownDegenerate(false))
+	}
+	if !r.g.cfg.HideNotices {
+		if err := r.writeNotice(tools.ShownDegenerate(true)); err != nil {
+			return true, err
+		}
+	}
+	if err := r.finish(ctx, chat.FinishStop); err != nil {
+		return true, err
+	}
+	return true, r.closeStream()
 }
 
 // notice appends the full notice text for the model and shows the client
@@ -476,6 +502,9 @@ type refusal struct {
 	// envelope, when set, is an envelope judged invalid or missing: the
 	// refusal is of the answer's envelope, not of a call.
 	envelope *envelope.Result
+	// degenerate, when set, is the field whose text repeated one phrase
+	// over and over: the answer was cut, not a call refused.
+	degenerate string
 }
 
 // call makes one upstream call and streams its text to the client; an
@@ -509,6 +538,7 @@ func (r *guardRun) attempt(ctx context.Context, req *chat.Request, p *Prompt, fi
 	if r.env != nil {
 		r.env.reset() // what a closed answer held is gone with it
 	}
+	r.degen = degenerateScan{}
 	ref, retry, err = r.read(ctx, a, final)
 	if errors.Is(err, errClientGone) {
 		a.stop("")
@@ -591,21 +621,46 @@ func (r *guardRun) read(ctx context.Context, a *answer, final bool) (ref *refusa
 			}
 		}
 		r.unsaid = r.unsaid[:0]
-		var done bool
-		ref, retry, done, err = r.step(ctx, a, st, final)
-		if ref != nil && !done && err == nil {
-			pending, ref = ref, nil
-		}
-		if err != nil || done || retry {
-			return ref, retry, err
+		switch o, err := r.step(ctx, a, st, final); o {
+		case deferred:
+			pending = r.ref
+		case refused:
+			return r.ref, false, nil
+		case retried:
+			return nil, true, nil
+		case answered:
+			return nil, false, err
 		}
 	}
 	return nil, false, nil
 }
 
-// step acts on one step of the answer. A refusal returned with done false
-// is an envelope re-ask decided at the finish.
-func (r *guardRun) step(ctx context.Context, a *answer, st Step, final bool) (ref *refusal, retry, done bool, err error) {
+// outcome is what one step of an answer leaves the guard's loop to do.
+type outcome uint8
+
+const (
+	// readOn: read the answer's next step.
+	readOn outcome = iota
+	// answered: the response is complete (a call forwarded, an answer
+	// finished, or the answer read to its end).
+	answered
+	// refused: r.ref holds what was refused (a call, an envelope, a
+	// degenerate answer, already stopped): the model is asked again.
+	refused
+	// deferred: r.ref holds an envelope re-ask decided at the finish; the
+	// answer is read on to its usage first.
+	deferred
+	// retried: the answer ended transiently, unseen: it is asked again.
+	retried
+)
+
+// step acts on one step of the answer, each rule on its kind of step:
+// the degenerate text rule on text, the envelope rule on envelopes, the
+// call policy on the first call, the envelope rule again at the finish.
+func (r *guardRun) step(ctx context.Context, a *answer, st Step, final bool) (outcome, error) {
+	var done, retry bool
+	var err error
+	r.ref = nil
 	switch st.Kind {
 	case StepOpening:
 		if r.stage == stageStarted {
@@ -613,18 +668,35 @@ func (r *guardRun) step(ctx context.Context, a *answer, st Step, final bool) (re
 			r.s.hold(st.Data, r.ext)
 		}
 	case StepText:
+		if field := r.degen.step(st); field != "" {
+			a.stop("")
+			r.ref = &refusal{degenerate: field}
+			return refused, nil
+		}
 		err = r.text(st)
 	case StepEnvelope, StepEnvelopeOpen, StepEnvelopeOver:
-		ref, done, err = r.onEnvelope(ctx, a, st)
+		r.ref, done, err = r.onEnvelope(ctx, a, st)
 	case StepCall, StepLeaked:
-		ref, done, err = r.onCall(ctx, a, st, final)
+		r.ref, done, err = r.onCall(ctx, a, st, final)
 	case StepFinish:
-		ref, done, err = r.onFinish(ctx, a, st)
+		r.ref, done, err = r.onFinish(ctx, a, st)
 	case StepEnd:
-		ref, retry, err = r.onEnd(ctx, a, st)
+		r.ref, retry, err = r.onEnd(ctx, a, st)
 		done = true
 	}
-	return ref, retry, done, err
+	switch {
+	case err != nil:
+		return answered, err
+	case retry:
+		return retried, nil
+	case r.ref != nil && !done:
+		return deferred, nil
+	case r.ref != nil:
+		return refused, nil
+	case done:
+		return answered, nil
+	}
+	return readOn, nil
 }
 
 // text writes text: a raw chunk byte for byte with the phase metadata

@@ -160,8 +160,9 @@ func obCounters(t *testing.T, url, name string) map[string]float64 {
 
 // TestObserveMode: the loop that enforce mode ends with a refusal and a
 // final answer is forwarded call after call in observe mode, unchanged,
-// and each repeat that made no progress is counted as the no_progress
-// the guard would have given it; the guard's own verdicts stay at 0.
+// and each call after the build failed three times in a row the same way
+// is counted as the failing_streak the guard would have given it; the
+// guard's own verdicts stay at 0.
 func TestObserveMode(t *testing.T) {
 	const requests = 8
 	enforce := obGateway(t, proxy.Config{})
@@ -169,8 +170,8 @@ func TestObserveMode(t *testing.T) {
 	if answer == "" || !notice || len(ran) >= requests {
 		t.Fatalf("enforce: the client ran %d calls, answer %q, notice %v; want the loop refused and a final answer", len(ran), answer, notice)
 	}
-	if got := obCounters(t, enforce, "phasegate_tool_calls_total"); got["no_progress"] == 0 {
-		t.Errorf("enforce: tool calls by verdict %v, want no_progress refusals", got)
+	if got := obCounters(t, enforce, "phasegate_tool_calls_total"); got["failing_streak"] == 0 {
+		t.Errorf("enforce: tool calls by verdict %v, want failing_streak refusals", got)
 	}
 
 	observe := obGateway(t, proxy.Config{GuardMode: protocol.ModeObserve})
@@ -179,9 +180,9 @@ func TestObserveMode(t *testing.T) {
 		t.Fatalf("observe: the client ran %d calls, answer %q, notice %v; want all %d calls forwarded, no notice", len(ran), answer, notice, requests)
 	}
 	// The requests judged the calls before them: the listing, the build
-	// twice (the second returned what the first did), then five repeats
-	// without progress.
-	want := map[string]float64{"forward": 3, "no_progress": requests - 1 - 3}
+	// three times (each failing the same way), then three more of a
+	// failing streak.
+	want := map[string]float64{"forward": 4, "failing_streak": requests - 1 - 4}
 	got := obCounters(t, observe, "phasegate_observed_tool_calls_total")
 	for _, v := range metrics.ObservedVerdicts {
 		if got[v] != want[v] {
@@ -223,7 +224,10 @@ func TestObserveRollOutByProject(t *testing.T) {
 			before := obCounters(t, tt.gw, "phasegate_observed_tool_calls_total")
 			ran, answer, notice := obRun(t, obClient(tt.gw, tt.key, tt.project), requests)
 			after := obCounters(t, tt.gw, "phasegate_observed_tool_calls_total")
-			observed := after["forward"] + after["no_progress"] - before["forward"] - before["no_progress"]
+			observed := 0.0
+			for v := range after {
+				observed += after[v] - before[v]
+			}
 			if enforced := answer != "" && notice && len(ran) < requests; enforced != tt.enforced {
 				t.Errorf("enforced = %v (the client ran %d calls, answer %q), want %v", enforced, len(ran), answer, tt.enforced)
 			}

@@ -46,10 +46,15 @@ type Settings struct {
 	MaxPhaseCycles       int
 	MaxDuplicateAttempts int
 	AgentMaxPhaseCycles  int
-	Tokens               tokens.Config
-	ThinkingRepair       bool
-	ThinkingBytes        int64
-	ThinkingTTL          time.Duration
+	// StrictDuplicates is how the strict profile judges an exact repeat.
+	StrictDuplicates protocol.Duplicates
+	// MaxFailingStreak bounds a tool's failures in a row under the agent
+	// profile.
+	MaxFailingStreak int
+	Tokens           tokens.Config
+	ThinkingRepair   bool
+	ThinkingBytes    int64
+	ThinkingTTL      time.Duration
 	// Envelopes are the phases envelopes are judged by; nil is the
 	// orchestrator protocol's five.
 	Envelopes       *envelope.Set
@@ -274,6 +279,8 @@ func (r *resolver) gateway() Settings {
 		MaxPhaseCycles:       r.num(MaxPhaseCycles),
 		MaxDuplicateAttempts: r.num(MaxDuplicateAttempts),
 		AgentMaxPhaseCycles:  r.num(AgentMaxPhaseCycles),
+		StrictDuplicates:     protocol.Duplicates(r.choice(StrictDuplicates)),
+		MaxFailingStreak:     r.num(MaxFailingStreak),
 		EnvelopeRetries:      r.num(MaxEnvelopeRetries),
 		values:               r.v,
 		port:                 r.port,

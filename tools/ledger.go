@@ -109,7 +109,8 @@ func (l *Ledger) Blocked(sig Signature) bool {
 func (l *Ledger) Executed() []Executed { return slices.Clone(l.executed) }
 
 // NoProgress reports whether the last two executed calls of the turn with
-// signature sig returned the same result. With fewer than two such calls
+// signature sig returned the same result, as an agent reads it
+// (NormaliseResult). With fewer than two such calls
 // there is no evidence either way, and it reports false.
 func (l *Ledger) NoProgress(sig Signature) bool {
 	var last, prev *Executed
@@ -124,5 +125,5 @@ func (l *Ledger) NoProgress(sig Signature) bool {
 		prev = &l.executed[i]
 		break
 	}
-	return prev != nil && prev.Result == last.Result
+	return prev != nil && (prev.Result == last.Result || NormaliseResult(prev.Result) == NormaliseResult(last.Result))
 }

@@ -1,6 +1,7 @@
 package tools
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -34,15 +35,34 @@ const (
 	VerdictSchemaInvalid Verdict = "schema_invalid"
 	// VerdictNotAllowed: plan mode, and the tool is not on its allowlist.
 	VerdictNotAllowed Verdict = "not_allowed"
-	// VerdictNoProgress: a repeatable tool called again with the same
-	// arguments after its last two identical calls returned the same
-	// result: repeating it cannot tell the model anything new.
+	// VerdictNoProgress: a call that would repeat earlier ones (the same
+	// arguments, or the same up to form) after they brought nothing new:
+	// a repeatable tool whose last two identical calls returned the same
+	// result, or, under the progress rule, a loop that wasted its calls.
 	VerdictNoProgress Verdict = "no_progress"
+	// VerdictCycle: under the progress rule, a call that would continue a
+	// cycle of 2 to 4 calls whose calls and results repeat (A B A B), after
+	// the cycle wasted its calls.
+	VerdictCycle Verdict = "cycle"
+	// VerdictFailingStreak: under the progress rule, a call of a tool
+	// whose last calls in a row all failed with the same error.
+	VerdictFailingStreak Verdict = "failing_streak"
 )
 
 // Verdicts returns every verdict, for initialising metric labels to 0.
 func Verdicts() []Verdict {
-	return []Verdict{VerdictForward, VerdictDuplicate, VerdictMalformed, VerdictUndeclared, VerdictSchemaInvalid, VerdictNotAllowed, VerdictNoProgress}
+	return []Verdict{VerdictForward, VerdictDuplicate, VerdictMalformed, VerdictUndeclared, VerdictSchemaInvalid, VerdictNotAllowed,
+		VerdictNoProgress, VerdictCycle, VerdictFailingStreak}
+}
+
+// Loop reports whether the verdict refuses a call for looping: a repeat
+// that makes no progress, in any shape.
+func (v Verdict) Loop() bool {
+	switch v {
+	case VerdictDuplicate, VerdictNoProgress, VerdictCycle, VerdictFailingStreak:
+		return true
+	}
+	return false
 }
 
 // Judgement is the Policy's decision on one call.
@@ -59,6 +79,14 @@ type Judgement struct {
 	// Variant is set on a no_progress verdict whose call repeats the
 	// earlier ones only up to form (Form), not exactly.
 	Variant bool
+	// Wasted is, on a no_progress or cycle verdict of the progress rule,
+	// the number of calls the turn wasted since anything new came back.
+	Wasted int
+	// Quote is, on a failing_streak verdict, the line of the tool's last
+	// result that says what went wrong, for the notice to quote. It is the
+	// tool's output: it goes to the model and the client, never to logs
+	// or traces.
+	Quote string
 	// SchemaErr is a *SchemaError when the declared tool's parameters
 	// schema does not compile. The call was then judged as if the tool had
 	// no schema: a broken schema is the client's fault, not the model's, and
@@ -95,19 +123,72 @@ type Policy struct {
 	// call that repeats an earlier one up to form without progress is
 	// refused (see Progressive).
 	progressive bool
-	prog        *progress // built on the first judgement that needs it
+	// resultDuplicates: an exact repeat whose result may have changed
+	// since is forwarded (see ResultDuplicates).
+	resultDuplicates bool
+	// maxWasted and maxFailing are the progress rule's limits.
+	maxWasted, maxFailing int
+	prog                  *progress // built on the first judgement that needs it
 }
 
 // Progressive switches the policy to judge repeats by progress, for every
-// tool: a call is refused as no_progress when the last two executed calls
-// of the turn of the same Form (the same tool, arguments that differ at
-// most in form) returned the same result and no execution since the
-// earlier of them brought anything new; any other call, an identical
-// repeat included, is forwarded. Repeatable has no further effect. It
-// returns p.
-func (p *Policy) Progressive() *Policy {
+// tool. An execution of the turn is fresh when no earlier one had its
+// tool, its Form and its result (as NormaliseResult reads them), and
+// wastes its call when it repeats an earlier execution and nothing fresh
+// came back since. A call that would waste one more call, once the turn
+// has wasted maxWasted since its last fresh execution, is refused: as a
+// cycle when it continues a cycle of 2 to 4 calls whose calls and
+// results repeat, else as no_progress. A call of a tool whose last
+// maxFailing calls in a row failed with the same error is refused as a
+// failing_streak. Any other call, an identical repeat included, is
+// forwarded. Zero limits take DefaultMaxWasted and
+// DefaultMaxFailingStreak. Repeatable has no further effect. It returns
+// p.
+func (p *Policy) Progressive(maxWasted, maxFailing int) *Policy {
 	p.progressive = true
+	p.maxWasted, p.maxFailing = cmp.Or(maxWasted, DefaultMaxWasted), cmp.Or(maxFailing, DefaultMaxFailingStreak)
 	return p
+}
+
+// ResultDuplicates makes the strict rule judge an exact repeat by its
+// result (STRICT_DUPLICATES=results): a call identical to an executed one
+// is forwarded when its result may have changed since (its last two runs
+// returned different results, or a call since brought something new, such
+// as an edit between two reads), and refused as a duplicate otherwise. It
+// returns p.
+func (p *Policy) ResultDuplicates() *Policy {
+	p.resultDuplicates = true
+	return p
+}
+
+// Stale returns the number of executed calls of the turn that brought
+// nothing new: each repeated an earlier call of the turn (the same tool,
+// the same arguments up to form) and got the same result. The agent
+// profile's cycle budget counts these.
+func (p *Policy) Stale() int { return p.progress().stale }
+
+// progress is the turn's progress, built once.
+func (p *Policy) progress() *progress {
+	if p.prog == nil {
+		p.prog = newProgress(p.ledger, p.kindsOf)
+	}
+	return p.prog
+}
+
+// kindsOf tells the language of the string arguments of tool name, with
+// what its schema says, read once.
+func (p *Policy) kindsOf(name string) kinds {
+	t := p.declared[name]
+	if t == nil {
+		return kinds{tool: name}
+	}
+	if !t.hinted {
+		t.hints, t.hinted = schemaHints(t.params), true
+		if len(t.params) > 0 {
+			t.schemaDigest = digestOf(string(t.params)).hash
+		}
+	}
+	return kinds{tool: name, hints: t.hints, schema: t.schemaDigest}
 }
 
 // Repeatable exempts the named tools from the duplicate rule while their
@@ -130,6 +211,11 @@ type declaredTool struct {
 	compiled bool
 	schema   *jsonschema.Schema // nil: no schema, or it did not compile
 	err      error
+	// hints are the languages the schema gives string parameters, read
+	// once hinted.
+	hints        map[string]stringKind
+	hinted       bool
+	schemaDigest uint64
 }
 
 // NewPolicy returns the policy of a request. tools are the tools the
@@ -228,47 +314,82 @@ func (p *Policy) judge(call chat.ToolCall) Judgement {
 	}
 	j.Signature = signatureOf(p.ledger.projectID, name, args)
 	if p.progressive {
-		return p.judgeProgress(j, name, args)
+		return p.judgeProgress(j, call, args)
 	}
 	if p.ledger.Blocked(j.Signature) {
-		_, repeatable := p.repeatable[name]
-		switch {
-		case !repeatable:
-			j.Verdict = VerdictDuplicate
-			j.Reason = fmt.Sprintf("Tool %s was already executed with the same arguments in this turn.", QuoteName(name))
-		case p.ledger.NoProgress(j.Signature):
-			j.Verdict = VerdictNoProgress
-			j.Reason = fmt.Sprintf("Tool %s is repeatable, but its last two calls with the same arguments in this turn returned the same result.", QuoteName(name))
-		default:
-			j.Verdict = VerdictForward
-			j.Reason = fmt.Sprintf("Tool %s is repeatable and its result changed since its last identical call.", QuoteName(name))
-		}
-		return j
+		return p.judgeRepeat(j, name)
 	}
 	j.Verdict = VerdictForward
 	j.Reason = fmt.Sprintf("Tool %s is declared and was not executed with these arguments in this turn.", QuoteName(name))
 	return j
 }
 
+// judgeRepeat decides, by the strict rules, on a call identical to one
+// executed in the turn: a duplicate, but for a repeatable tool whose
+// result changed and, with ResultDuplicates, a call whose result may
+// have changed since.
+func (p *Policy) judgeRepeat(j Judgement, name string) Judgement {
+	_, repeatable := p.repeatable[name]
+	switch {
+	case p.resultDuplicates && p.progress().changedSince(j.Signature):
+		j.Verdict = VerdictForward
+		j.Reason = fmt.Sprintf("Tool %s was executed with the same arguments in this turn, but its result may have changed since.", QuoteName(name))
+	case !repeatable:
+		j.Verdict = VerdictDuplicate
+		j.Reason = fmt.Sprintf("Tool %s was already executed with the same arguments in this turn.", QuoteName(name))
+	case p.ledger.NoProgress(j.Signature):
+		j.Verdict = VerdictNoProgress
+		j.Reason = fmt.Sprintf("Tool %s is repeatable, but its last two calls with the same arguments in this turn returned the same result.", QuoteName(name))
+	default:
+		j.Verdict = VerdictForward
+		j.Reason = fmt.Sprintf("Tool %s is repeatable and its result changed since its last identical call.", QuoteName(name))
+	}
+	return j
+}
+
 // judgeProgress decides on a call whose tool, plan mode and schema
 // passed, by the progress rule of Progressive.
-func (p *Policy) judgeProgress(j Judgement, name string, args map[string]any) Judgement {
-	if p.prog == nil {
-		p.prog = newProgress(p.ledger)
-	}
-	st, ok := p.prog.stalled(name, formOf(p.ledger.projectID, name, args), j.Signature)
-	if !ok {
-		j.Verdict = VerdictForward
-		j.Reason = fmt.Sprintf("Tool %s is declared, and its earlier calls of the same form in this turn made progress or there are fewer than two.", QuoteName(name))
+func (p *Policy) judgeProgress(j Judgement, call chat.ToolCall, args map[string]any) Judgement {
+	name := call.Function.Name
+	pr := p.progress()
+	r := pr.repeatOf(pr.formDigest(p.ledger.projectID, name, args, call.Function.Arguments, p.kindsOf(name)))
+	// A failing streak first: its notice quotes the error.
+	if fs := pr.failingStreakOf(); fs.tool == name && fs.calls >= p.maxFailing {
+		j.Verdict, j.Quote = VerdictFailingStreak, fs.line
+		j.Reason = fmt.Sprintf("Tool %s failed %d times in a row in this turn with the same error.", QuoteName(name), fs.calls)
 		return j
 	}
-	how := "arguments that differ from theirs only in form (white space, quoting, comments, word order, punctuation)"
-	if st.identical {
+	if r.wasted && pr.streak+1 > p.maxWasted {
+		return p.loop(j, name, r)
+	}
+	j.Verdict = VerdictForward
+	j.Reason = fmt.Sprintf("Tool %s is declared, and the turn made progress since the call's last run of the same form, or the turn wasted at most %d calls.", QuoteName(name), p.maxWasted)
+	return j
+}
+
+// loop refuses a call that would waste one more call of a loop: as a
+// cycle when it continues one, else as no progress.
+func (p *Policy) loop(j Judgement, name string, r repeat) Judgement {
+	ex := p.ledger.executed
+	j.Wasted = p.prog.streak
+	if r.period >= 2 {
+		j.Verdict = VerdictCycle
+		j.Reason = fmt.Sprintf("Tool %s would continue a cycle of %d calls whose calls and results repeat in this turn (its last run was call %s), and %d calls since anything new came back were wasted: running the cycle again cannot tell you anything new.",
+			QuoteName(name), r.period, QuoteName(ex[r.last].Call.ID), p.prog.streak)
+		return j
+	}
+	how := "arguments that differ from theirs only in form (white space, quoting that changes nothing, comments, key order, number spelling)"
+	identical := ex[r.last].Signature == j.Signature && (r.earlier < 0 || ex[r.earlier].Signature == j.Signature)
+	if identical {
 		how = "the same arguments"
 	}
-	j.Verdict, j.Variant = VerdictNoProgress, !st.identical
-	j.Reason = fmt.Sprintf("Tool %s was called again with %s as its calls %s and %s in this turn, which returned the same result, and no call since brought anything new: running it again cannot tell you anything new.",
-		QuoteName(name), how, QuoteName(st.earlier.Call.ID), QuoteName(st.last.Call.ID))
+	runs := QuoteName(ex[r.last].Call.ID)
+	if r.earlier >= 0 {
+		runs = QuoteName(ex[r.earlier].Call.ID) + " and " + runs
+	}
+	j.Verdict, j.Variant = VerdictNoProgress, !identical
+	j.Reason = fmt.Sprintf("Tool %s was called again with %s as its calls %s in this turn, which returned the same result, and %d calls since anything new came back were wasted: running it again cannot tell you anything new.",
+		QuoteName(name), how, runs, p.prog.streak)
 	return j
 }
 

@@ -288,7 +288,7 @@ func TestFilterTools(t *testing.T) {
 }
 
 func TestVerdicts(t *testing.T) {
-	want := []Verdict{"forward", "duplicate", "malformed", "undeclared", "schema_invalid", "not_allowed", "no_progress"}
+	want := []Verdict{"forward", "duplicate", "malformed", "undeclared", "schema_invalid", "not_allowed", "no_progress", "cycle", "failing_streak"}
 	if got := Verdicts(); !slices.Equal(got, want) {
 		t.Errorf("Verdicts(): got %v, want %v", got, want)
 	}

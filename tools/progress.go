@@ -1,216 +1,227 @@
 package tools
 
-import (
-	"encoding/json"
-	"slices"
-	"strconv"
-	"strings"
+import "strings"
+
+// Defaults of the progress rules. Both were measured on public agent
+// trajectories replayed through the gateway (e2e/replay): the largest
+// values that stop every loop there and cut no successful run.
+const (
+	// DefaultMaxWasted is the number of calls a loop may waste before the
+	// guard refuses the next: SWE-agent's eps demonstration sent the same
+	// failing `submit` four times (three of them wasted) before it changed
+	// its quoting and solved the task.
+	DefaultMaxWasted = 3
+	// DefaultMaxFailingStreak is the number of calls of one tool in a row
+	// that may fail with the same error before the guard refuses the next
+	// call of that tool, whatever its arguments: no successful run of the
+	// public trajectories has more than 2.
+	DefaultMaxFailingStreak = 3
 )
 
-// Form identifies a tool call up to the form of its arguments: two calls
-// have equal forms when they have the same project and tool name and their
-// arguments differ at most in ways that cannot change what the call does
-// as a model means it. It is looser than a Signature, and used only with
-// results: the guard never refuses a call for its form alone, only a call
-// whose earlier runs of the same form returned the same result.
-//
-// What "form" means is decided per JSON value type:
-//
-//   - object: keys sorted; a key keeps its case (keys are the tool's
-//     parameter names, which a schema spells exactly).
-//   - number: its exact value, as in a Signature (1, 1.0 and 1e0 are
-//     equal); a string holding just a JSON number is that number ("5" is 5).
-//   - boolean: true and false, and a string spelling one in any case
-//     ("True", "FALSE"): how a boolean is cased cannot matter.
-//   - null: null.
-//   - array: its elements' forms, in order: an element is a value of its
-//     own (a path, an id, an argv word) and its position can mean
-//     something.
-//   - string: its tokens (words, and each punctuation mark on its own)
-//     in sorted order, after dropping comments (from a # or // at the
-//     start of a line or after white space to the end of the line), quote
-//     characters (' " `) and punctuation that ends a word (. , ; : ! ?).
-//     So white space (print( 'x' ) and print('x')), quoting, an added
-//     comment, a trailing full stop and a moved flag ("pip install -U x"
-//     and "pip install x -U") make no difference. Case does: paths, code
-//     and shell commands are case-sensitive.
-//
-// Like a Signature, a Form carries argument text; it never leaves the
-// process.
-type Form string
-
-// formOf returns the form of a call of tool name with parsed arguments
-// args in project projectID.
-func formOf(projectID, name string, args map[string]any) Form {
-	b := make([]byte, 0, 64+len(projectID)+len(name))
-	b = strconv.AppendInt(b, int64(len(projectID)), 10)
-	b = append(b, ':')
-	b = append(b, projectID...)
-	b = strconv.AppendInt(b, int64(len(name)), 10)
-	b = append(b, ':')
-	b = append(b, name...)
-	return Form(appendForm(b, args))
+// progress is what the turn's history says about progress: which
+// executions brought something new (fresh: no earlier execution had their
+// tool, form and result) and which wasted a call (repeated an earlier
+// one, and nothing new came back since). Results are compared as an
+// agent reads them (NormaliseResult), and normalised only when two
+// executions of one form returned different texts. Forms and results are
+// compared by digest, and both are read from caches shared by requests
+// (see formDigests). It is built once per policy, on the first judgement
+// that needs it.
+type progress struct {
+	l *Ledger
+	// forms are the digests of the executions' forms; malformed
+	// arguments have none.
+	forms []digest
+	// norm are the digests of the normalised results, where normDone.
+	norm     []digest
+	normDone []bool
+	// prev is the last earlier execution with the same tool, form and
+	// result, or -1 (fresh).
+	prev []int
+	// id names the work an execution did: the first execution with its
+	// tool, form and result.
+	id []int
+	// last is the last execution of each form (the form holds the tool),
+	// and before the execution of the same form before each, or -1: the
+	// executions of a form, newest first.
+	last   map[digest]int
+	before []int
+	// lastFresh is the last fresh execution, or -1.
+	lastFresh int
+	// streak is the number of wasted executions since lastFresh.
+	streak int
+	// stale is the number of executions that were not fresh.
+	stale int
 }
 
-// appendForm appends the form of a value decoded with UseNumber: its
-// canonical JSON, but for strings, which are written by appendStringForm.
-func appendForm(b []byte, v any) []byte { return appendTree(b, v, appendStringForm) }
-
-// appendStringForm writes the form of a string value: the number or
-// boolean it spells, else its words.
-func appendStringForm(b []byte, s string) []byte {
-	t := strings.TrimSpace(s)
-	switch strings.ToLower(t) {
-	case "true", "false":
-		return append(b, strings.ToLower(t)...)
-	}
-	if t != "" && (t[0] == '-' || t[0] >= '0' && t[0] <= '9') && json.Valid([]byte(t)) {
-		return appendNumber(b, t)
-	}
-	return appendString(b, strings.Join(words(s), " "))
-}
-
-// words returns the tokens of s, sorted, as the string form reads them:
-// runs of letters, digits and other characters that are not ASCII
-// punctuation, and each ASCII punctuation mark on its own. White space
-// and quote characters only separate tokens; a mark of . , ; : ! ? that
-// ends a word (white space, a quote or the end follows it) is dropped.
-func words(s string) []string {
-	var out []string
-	for line := range strings.Lines(s) {
-		line = stripComment(line)
-		start := -1
-		for i := 0; i < len(line); i++ {
-			c := line[i]
-			word := c >= 0x80 || c == '_' || c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z'
-			if word {
-				if start < 0 {
-					start = i
-				}
-				continue
-			}
-			if start >= 0 {
-				out = append(out, line[start:i])
-				start = -1
-			}
-			if c <= ' ' || c == 0x7f || c == '\'' || c == '"' || c == '`' {
-				continue
-			}
-			if strings.IndexByte(".,;:!?", c) >= 0 && endsWord(line, i+1) {
-				continue
-			}
-			out = append(out, line[i:i+1])
-		}
-		if start >= 0 {
-			out = append(out, line[start:])
-		}
-	}
-	slices.Sort(out)
-	return out
-}
-
-// endsWord reports whether position i of line is past the end of a word:
-// the end of the line, white space or a quote character.
-func endsWord(line string, i int) bool {
-	if i >= len(line) {
-		return true
-	}
-	c := line[i]
-	return c <= ' ' || c == '\'' || c == '"' || c == '`'
-}
-
-// stripComment cuts line at the first # or // that starts it or follows
-// white space: "x = 1  # set x" and "run // again" lose their comments,
-// "https://host/a#b" keeps its fragment.
-func stripComment(line string) string {
-	for i := 0; i < len(line); i++ {
-		if line[i] != '#' && !strings.HasPrefix(line[i:], "//") {
+func newProgress(l *Ledger, kindsOf func(name string) kinds) *progress {
+	n := len(l.executed)
+	p := &progress{l: l, forms: make([]digest, n), norm: make([]digest, n), normDone: make([]bool, n),
+		prev: make([]int, n), id: make([]int, n), last: make(map[digest]int, n), before: make([]int, n), lastFresh: -1}
+	for k, e := range l.executed {
+		p.prev[k], p.id[k] = -1, k
+		if l.args[k] == nil || isWait(e.Call.Function.Name, l.args[k]) {
+			// A malformed call still ran, and its effect is unknown; a
+			// deliberate wait lets the world move on (a job polled after
+			// each wait may have changed): both count as new.
+			p.fresh(k)
 			continue
 		}
-		if i == 0 || line[i-1] == ' ' || line[i-1] == '\t' {
-			return line[:i]
+		name := e.Call.Function.Name
+		f := p.formDigest(l.projectID, name, l.args[k], e.Call.Function.Arguments, kindsOf(name))
+		p.forms[k] = f
+		p.before[k] = -1
+		if j, ok := p.last[f]; ok {
+			p.before[k] = j
+		}
+		for j := p.before[k]; j >= 0; j = p.before[j] {
+			if p.sameResult(j, k) {
+				p.prev[k], p.id[k] = j, p.id[j]
+				break
+			}
+		}
+		p.last[f] = k
+		if p.prev[k] < 0 {
+			p.fresh(k)
+			continue
+		}
+		p.stale++
+		if p.prev[k] >= p.lastFresh {
+			p.streak++ // nothing new since the run it repeats: wasted
 		}
 	}
-	return line
+	return p
 }
 
-// progress is what the turn's history says about repeats, for the rule
-// that any call may repeat while its results change. Forms are computed
-// when a comparison needs them, at most once each: most executions differ
-// from a judged call by tool name or result, which cost nothing to
-// compare.
-type progress struct {
-	l     *Ledger
-	forms []Form // memo; valid where done
-	done  []bool
+// formDigest is the digest of the form of a call of tool name with
+// arguments (parsed as args), from the cache when the same call was seen
+// before.
+func (p *progress) formDigest(projectID, name string, args map[string]any, arguments string, k kinds) digest {
+	key := formKey(projectID, name, k.schema, arguments)
+	if d, ok := formDigests.Get(key); ok {
+		return d
+	}
+	d := digestOf(string(formOf(projectID, name, args, k)))
+	formDigests.Put(key, d)
+	return d
 }
 
-func newProgress(l *Ledger) *progress {
-	return &progress{l: l, forms: make([]Form, len(l.executed)), done: make([]bool, len(l.executed))}
+func (p *progress) fresh(k int) { p.lastFresh, p.streak = k, 0 }
+
+// sameResult reports whether executions i and k returned the same result
+// as an agent reads it.
+func (p *progress) sameResult(i, k int) bool {
+	a, b := p.l.executed[i].Result, p.l.executed[k].Result
+	return a == b || p.normalised(i) == p.normalised(k)
 }
 
-// form returns the form of execution i, "" when its arguments are
-// malformed.
-func (p *progress) form(i int) Form {
-	if !p.done[i] {
-		p.done[i] = true
-		if args := p.l.args[i]; args != nil {
-			p.forms[i] = formOf(p.l.projectID, p.l.executed[i].Call.Function.Name, args)
+func (p *progress) normalised(i int) digest {
+	if !p.normDone[i] {
+		p.norm[i], p.normDone[i] = normalisedDigest(p.l.executed[i].Result), true
+	}
+	return p.norm[i]
+}
+
+// repeat is what a call would repeat: the last execution of its form.
+type repeat struct {
+	// last is the last execution of the call's form, -1 when there is
+	// none; earlier the one before it that returned the same result, or
+	// -1.
+	last, earlier int
+	// wasted: running the call again would waste it (nothing new came
+	// back since last).
+	wasted bool
+	// period is the length of the cycle the call would continue: 1 when
+	// it repeats the call just executed, 2 to 4 for a cycle whose calls
+	// and results repeat, 0 for none.
+	period int
+}
+
+// repeatOf says what a call of form f would repeat, if it ran and
+// returned what its form returned last.
+func (p *progress) repeatOf(f digest) repeat {
+	last, ok := p.last[f]
+	if !ok {
+		return repeat{last: -1, earlier: -1}
+	}
+	r := repeat{last: last, earlier: -1}
+	r.earlier = p.prev[r.last]
+	r.wasted = p.lastFresh <= r.last
+	n := len(p.id)
+	if r.last == n-1 {
+		r.period = 1
+		return r
+	}
+	for period := 2; period <= 4 && 2*period <= n; period++ {
+		if p.id[n-period] != p.id[r.last] {
+			continue
+		}
+		cycle := true
+		for j := range period {
+			if p.id[n-period+j] != p.id[n-2*period+j] {
+				cycle = false
+				break
+			}
+		}
+		if cycle {
+			r.period = period
+			break
 		}
 	}
-	return p.forms[i]
+	return r
 }
 
-// fresh reports whether execution k brought something new: no earlier
-// execution of the turn had its form and its result. A malformed call
-// still ran, and its effect is unknown: it counts as new.
-func (p *progress) fresh(k int) bool {
-	ek := p.l.executed[k]
-	if p.l.args[k] == nil {
-		return true
-	}
-	for i := range k {
-		ei := p.l.executed[i]
-		if ei.Call.Function.Name == ek.Call.Function.Name && ei.Result == ek.Result && p.l.args[i] != nil && p.form(i) == p.form(k) {
-			return false
-		}
-	}
-	return true
-}
-
-// stall is a call that would repeat without progress: the two executions
-// of its form it repeats.
-type stall struct {
-	earlier, last Executed
-	identical     bool // both had the judged call's exact signature
-}
-
-// stalled reports whether a call of tool name, form f and signature sig
-// would make no progress: the last two executions of the turn with form f
-// returned the same result, and no execution since the earlier of them
-// brought anything new (a different call's new result, such as an edit
-// between two test runs, is progress that a repeat may check).
-func (p *progress) stalled(name string, f Form, sig Signature) (stall, bool) {
-	last, earlier := -1, -1
-	for i := len(p.forms) - 1; i >= 0; i-- {
-		if p.l.executed[i].Call.Function.Name != name || p.l.args[i] == nil || p.form(i) != f {
+// changedSince reports, for an exact repeat of the executions with
+// signature sig, whether its result may have changed: its last two runs
+// returned different results, or an execution since its last run brought
+// something new (a file edited between two reads).
+func (p *progress) changedSince(sig Signature) bool {
+	last, before := -1, -1
+	for k := len(p.l.executed) - 1; k >= 0; k-- {
+		if p.l.executed[k].Signature != sig {
 			continue
 		}
 		if last < 0 {
-			last = i
+			last = k
 			continue
 		}
-		earlier = i
+		before = k
 		break
 	}
-	if earlier < 0 || p.l.executed[earlier].Result != p.l.executed[last].Result {
-		return stall{}, false
+	if last < 0 {
+		return false
 	}
-	for k := earlier + 1; k < len(p.forms); k++ {
-		if k != last && p.fresh(k) {
-			return stall{}, false
+	return before >= 0 && !p.sameResult(before, last) || p.lastFresh > last
+}
+
+// isWait reports whether a call waits on purpose: a tool named for
+// waiting or sleeping, or a shell command that runs sleep.
+func isWait(name string, args map[string]any) bool {
+	if containsFold(name, "sleep") || containsFold(name, "wait") {
+		return true
+	}
+	k := kinds{tool: name}
+	for key, v := range args {
+		s, ok := v.(string)
+		if !ok || !strings.Contains(s, "sleep") || k.of(key) != kindShell {
+			continue
+		}
+		for _, cmd := range strings.FieldsFunc(s, func(r rune) bool { return strings.ContainsRune(";&|\n(", r) }) {
+			if f := strings.Fields(cmd); len(f) > 0 && f[0] == "sleep" {
+				return true
+			}
 		}
 	}
-	e, x := p.l.executed[earlier], p.l.executed[last]
-	return stall{earlier: e, last: x, identical: e.Signature == sig && x.Signature == sig}, true
+	return false
+}
+
+// containsFold reports whether s holds word, an ASCII lower-case word,
+// in any case, without allocating.
+func containsFold(s, word string) bool {
+	for i := 0; i+len(word) <= len(s); i++ {
+		if strings.EqualFold(s[i:i+len(word)], word) {
+			return true
+		}
+	}
+	return false
 }

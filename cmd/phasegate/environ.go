@@ -43,7 +43,8 @@ func logStart(log *slog.Logger, o options, addr net.Addr) {
 	log.Info("guard budgets", "max_phase_cycles", o.MaxPhaseCycles, "max_duplicate_attempts", o.MaxDuplicateAttempts,
 		"max_tools_per_tool_phase", 1, "max_envelope_retries", o.EnvelopeRetries,
 		"repeatable_tools", o.RepeatableTools, "plan_tools", o.PlanTools,
-		"guard_profile", o.Profile, "agent_max_phase_cycles", o.AgentMaxPhaseCycles)
+		"guard_profile", o.Profile, "agent_max_phase_cycles", o.AgentMaxPhaseCycles,
+		"strict_duplicates", o.StrictDuplicates, "max_failing_streak", o.MaxFailingStreak)
 }
 
 // listenError is the error of a listener that could not open, naming the

@@ -338,6 +338,8 @@ func newHandler(ctx context.Context, o options, log *slog.Logger, tp *sdktrace.T
 			RepeatableTools:      o.RepeatableTools,
 			Profile:              o.Profile,
 			AgentMaxPhaseCycles:  o.AgentMaxPhaseCycles,
+			StrictDuplicates:     o.StrictDuplicates,
+			MaxFailingStreak:     o.MaxFailingStreak,
 			Envelopes:            o.Envelopes,
 			MaxEnvelopeRetries:   o.EnvelopeRetries,
 			Metrics:              m,

@@ -1,0 +1,100 @@
+package protocol
+
+import "bytes"
+
+// The thresholds of degenerate text, measured on the fixtures of
+// degenerate_test.go: every degenerate answer there (a word, a sentence,
+// a marker, a reasoning block repeated) is cut within its first kilobyte
+// and a half of repetition (about 400 tokens), and none of the
+// legitimate answers (tables, separators, lists, code with similar lines,
+// a paragraph quoted twice) is.
+const (
+	// degenerateSpan is the least text, in bytes, that must be one phrase
+	// repeated back to back, exactly.
+	degenerateSpan = 1024
+	// degenerateReps is the least number of times the phrase must repeat:
+	// a paragraph quoted twice is not a loop.
+	degenerateReps = 4
+	// degenerateWindow is how much of the latest text is kept, in bytes:
+	// a phrase up to a quarter of it can be seen repeating.
+	degenerateWindow = 4096
+	// degenerateEvery is how often, in bytes of new text, the text is
+	// looked at: the scan costs one search of the window per look.
+	degenerateEvery = 256
+	// degenerateNeedle is the length of the end of the text searched for
+	// earlier in the window: where it occurred last gives the phrase.
+	degenerateNeedle = 32
+)
+
+// degenerateScan is the rule of degenerate text: a model that repeats a
+// phrase in its content or its reasoning (a DeepSeek answer of
+// "mechanism mechanism mechanism …", a sentence or a whole reasoning block
+// over and over until the output limit) is cut in the stream. It sees
+// every text step and decides nothing but whether the text has become
+// degenerate; the guard acts on that. It is owned by one answer.
+type degenerateScan struct {
+	content, reasoning repetition
+}
+
+// step reads the text of a step and returns the field whose text became
+// degenerate, "content" or "reasoning_content", or "".
+func (d *degenerateScan) step(st Step) string {
+	switch {
+	case st.Text != "" && d.content.add(st.Text):
+		return "content"
+	case st.Thought != "" && d.reasoning.add(st.Thought):
+		return "reasoning_content"
+	}
+	return ""
+}
+
+// repetition keeps the latest text of one field.
+type repetition struct {
+	buf       []byte
+	unchecked int
+}
+
+// add appends s and reports whether the text now ends with one phrase
+// repeated back to back over at least degenerateSpan bytes and
+// degenerateReps times; it looks every degenerateEvery bytes.
+func (w *repetition) add(s string) bool {
+	w.unchecked += len(s)
+	if len(s) > degenerateWindow {
+		s = s[len(s)-degenerateWindow:]
+	}
+	// The buffer grows as text comes (most answers are short) and, past
+	// twice the window, keeps the window's worth.
+	if len(w.buf)+len(s) > 2*degenerateWindow {
+		keep := min(len(w.buf), degenerateWindow)
+		copy(w.buf, w.buf[len(w.buf)-keep:])
+		w.buf = w.buf[:keep]
+	}
+	w.buf = append(w.buf, s...)
+	if w.unchecked < degenerateEvery {
+		return false
+	}
+	w.unchecked = 0
+	return repeats(w.buf)
+}
+
+// repeats reports whether t ends with a phrase repeated back to back
+// over degenerateSpan bytes and degenerateReps times: the end of t is
+// searched for earlier in t, which gives the shortest phrase that repeats
+// there; then the repetitions of that phrase are counted backwards.
+func repeats(t []byte) bool {
+	n := len(t)
+	if n < degenerateSpan {
+		return false
+	}
+	j := bytes.LastIndex(t[:n-1], t[n-degenerateNeedle:])
+	if j < 0 {
+		return false
+	}
+	p := n - degenerateNeedle - j
+	last := t[n-p:]
+	reps := 1
+	for (reps+1)*p <= n && bytes.Equal(t[n-(reps+1)*p:n-reps*p], last) {
+		reps++
+	}
+	return reps >= degenerateReps && reps*p >= degenerateSpan
+}
