@@ -1,5 +1,5 @@
 # Release binaries of phasegate: static (CGO_ENABLED=0), for Linux and
-# macOS on amd64 and arm64, each in a tar.gz with the README, and a
+# macOS on amd64 and arm64, each in a tar.gz with the README and docs/, and a
 # SHA-256 checksum file over the archives.
 #
 #   make release VERSION=v1.2.3
@@ -26,7 +26,7 @@ release:
 	  os=$${p%/*}; arch=$${p#*/}; name=phasegate_$(VERSION)_$${os}_$${arch}; \
 	  mkdir -p $(DIST)/$$name; \
 	  CGO_ENABLED=0 GOOS=$$os GOARCH=$$arch go build -trimpath -ldflags '$(LDFLAGS)' -o $(DIST)/$$name/phasegate ./cmd/phasegate; \
-	  cp README.md $(DIST)/$$name/; \
+	  cp -R README.md docs $(DIST)/$$name/; \
 	  tar -C $(DIST) -czf $(DIST)/$$name.tar.gz $$name; \
 	  rm -rf $(DIST)/$$name; \
 	done

@@ -60,7 +60,7 @@ func mounted(volumes []string, src string) string {
 // config with promtool): every service has a health check, every image
 // is pinned to a version, every port is published on loopback unless
 // PUBLISH_ADDR says otherwise, Prometheus gets the shipped scrape config
-// and rules and scrapes the gateway service at its port, and Grafana's
+// and rules and scrapes the gateway service at its admin port, and Grafana's
 // provisioning names that Prometheus and loads the shipped dashboard.
 func TestStack(t *testing.T) {
 	var c composeDoc
@@ -96,9 +96,11 @@ func TestStack(t *testing.T) {
 	if !strings.Contains(string(dockerfile), `CMD ["/phasegate", "healthcheck"]`) {
 		t.Errorf("the Dockerfile has no HEALTHCHECK running phasegate healthcheck")
 	}
-	_, gwPort, err := net.SplitHostPort(gw.Environment["LISTEN_ADDR"])
+	// Prometheus scrapes the admin listener, which serves /metrics
+	// whether client keys are set or not (TestStackMetricsWithClientKeys).
+	_, gwPort, err := net.SplitHostPort(gw.Environment["ADMIN_LISTEN_ADDR"])
 	if err != nil {
-		t.Fatalf("gateway LISTEN_ADDR %q: %v", gw.Environment["LISTEN_ADDR"], err)
+		t.Fatalf("gateway ADMIN_LISTEN_ADDR %q: %v", gw.Environment["ADMIN_LISTEN_ADDR"], err)
 	}
 
 	prom := c.Services["prometheus"]
@@ -127,7 +129,7 @@ func TestStack(t *testing.T) {
 	readYAML(t, scrapeFile, &scrape)
 	if want := "gateway:" + gwPort; len(scrape.ScrapeConfigs) != 1 || len(scrape.ScrapeConfigs[0].StaticConfigs) != 1 ||
 		!slices.Equal(scrape.ScrapeConfigs[0].StaticConfigs[0].Targets, []string{want}) {
-		t.Errorf("%s scrapes %+v, want the gateway service at %s", scrapeFile, scrape.ScrapeConfigs, want)
+		t.Errorf("%s scrapes %+v, want the gateway service's admin listener at %s", scrapeFile, scrape.ScrapeConfigs, want)
 	}
 
 	checkGrafana(t, c.Services["grafana"].Volumes, promAddr)

@@ -38,6 +38,8 @@ type Metrics struct {
 	rulesNotices    prometheus.Counter
 	envelopes       *prometheus.CounterVec
 	observed        *prometheus.CounterVec
+	dropped         *prometheus.CounterVec
+	sessions        sessionMetrics // metrics/sessions.go
 	// models are the configured model names, the values of the model
 	// label besides OtherModel.
 	models []string
@@ -57,8 +59,9 @@ var (
 	// judged in observe mode: the guard's verdicts, and over_cycle_budget
 	// for a call made once the turn had spent its cycle budget.
 	ObservedVerdicts = []string{"forward", "duplicate", "malformed", "undeclared", "schema_invalid", "not_allowed", "no_progress", "over_cycle_budget"}
-	// Budgets are the values of the budget label.
-	Budgets = []string{"MAX_PHASE_CYCLES", "MAX_DUPLICATE_ATTEMPTS"}
+	// Budgets are the values of the budget label: the turn's, and the
+	// session's (SessionCaps).
+	Budgets = append([]string{"MAX_PHASE_CYCLES", "MAX_DUPLICATE_ATTEMPTS"}, SessionCaps...)
 	// UpstreamErrorKinds are the values of the kind label of upstream errors.
 	UpstreamErrorKinds = []string{UpstreamStatus4xx, UpstreamStatus5xx, UpstreamTimeout, UpstreamUnreachable, UpstreamTruncated, UpstreamInvalid}
 	// TokenKinds are the values of the kind label of tokens.
@@ -192,21 +195,28 @@ func New(reg prometheus.Registerer, providers []string, models ...string) *Metri
 		shared:        newSharedMetrics(),
 		bounded:       newBounded(),
 		inflightBytes: newInflightBytes(),
-		rulesNotices: prometheus.NewCounter(prometheus.CounterOpts{Name: "phasegate_rules_notices_total",
-			Help: "Upstream calls of the guard that stated its rules to the model up front (GUARD_RULES_NOTICE)."}),
+		dropped:       newDropped(),
+		rulesNotices:  newRulesNotices(),
 	}
 	m.register(reg)
 	m.zero(providers, models)
 	return m
 }
 
-// register registers every collector on reg.
+func newRulesNotices() prometheus.Counter {
+	return prometheus.NewCounter(prometheus.CounterOpts{Name: "phasegate_rules_notices_total",
+		Help: "Upstream calls of the guard that stated its rules to the model up front (GUARD_RULES_NOTICE)."})
+}
+
+// register registers every collector on reg, the session metrics' first
+// built (metrics/sessions.go).
 func (m *Metrics) register(reg prometheus.Registerer) {
+	m.sessions = newSessionMetrics()
 	for _, c := range []prometheus.Collector{m.requests, m.requestDuration, m.inFlight, m.upstreamLatency, m.upstreamErrors,
-		m.toolCalls, m.budgets, m.fallbacks, m.cycles, m.tokens, m.truncations, m.repairs, m.transient, m.retries, m.modelFallbacks, m.leaked, m.firstToken, m.overhead, m.modelTokens, m.envelopes, m.observed, m.bounded, m.inflightBytes, m.rulesNotices} {
+		m.toolCalls, m.budgets, m.fallbacks, m.cycles, m.tokens, m.truncations, m.repairs, m.transient, m.retries, m.modelFallbacks, m.leaked, m.firstToken, m.overhead, m.modelTokens, m.envelopes, m.observed, m.bounded, m.inflightBytes, m.rulesNotices, m.dropped} {
 		reg.MustRegister(c)
 	}
-	for _, c := range m.shared.collectors() {
+	for _, c := range append(m.shared.collectors(), m.sessions.collectors()...) {
 		reg.MustRegister(c)
 	}
 }
@@ -246,6 +256,8 @@ func (m *Metrics) zero(providers, models []string) {
 		m.cycles.WithLabelValues(p)
 	}
 	m.shared.zero()
+	m.zeroDropped()
+	m.sessions.zero(models)
 	for _, p := range EnvelopePhases {
 		for _, o := range EnvelopeOutcomes {
 			m.envelopes.WithLabelValues(p, o)

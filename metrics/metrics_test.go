@@ -115,6 +115,10 @@ func TestInitialisedToZero(t *testing.T) {
 # TYPE phasegate_budget_exhaustions_total counter
 phasegate_budget_exhaustions_total{budget="MAX_DUPLICATE_ATTEMPTS"} 0
 phasegate_budget_exhaustions_total{budget="MAX_PHASE_CYCLES"} 0
+phasegate_budget_exhaustions_total{budget="SESSION_MAX_TOKENS"} 0
+phasegate_budget_exhaustions_total{budget="SESSION_MAX_TOOL_CALLS"} 0
+phasegate_budget_exhaustions_total{budget="SESSION_MAX_USD"} 0
+phasegate_budget_exhaustions_total{budget="SESSION_STOPPED"} 0
 # HELP phasegate_fallbacks_total Requests the guard failed before the first byte, served by the standard protocol instead.
 # TYPE phasegate_fallbacks_total counter
 phasegate_fallbacks_total 0

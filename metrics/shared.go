@@ -19,7 +19,7 @@ type sharedMetrics struct {
 var (
 	// StoreFeatures are the values of the feature label of
 	// phasegate_shared_store_errors_total.
-	StoreFeatures = []string{StoreReasoning, StoreRateLimit, StoreResume}
+	StoreFeatures = []string{StoreReasoning, StoreRateLimit, StoreResume, StoreSession}
 	// RateLimits are the values of the limit label of
 	// phasegate_rate_limit_decisions_total.
 	RateLimits = []string{"key_requests", "key_tokens", "project_requests", "project_tokens", "address_requests", "address_tokens"}
@@ -41,6 +41,7 @@ const (
 	StoreReasoning = "reasoning"
 	StoreRateLimit = "rate_limit"
 	StoreResume    = "resume"
+	StoreSession   = "session"
 )
 
 // Outcomes of a rate limit.

@@ -170,7 +170,11 @@ type Usage struct {
 	// PromptTokens and CompletionTokens are what the upstream reported,
 	// or the gateway's estimate when Estimated.
 	PromptTokens, CompletionTokens int
-	Estimated                      bool
+	// CacheHitTokens is the part of PromptTokens the upstream read from
+	// its cache (DeepSeek's prompt_cache_hit_tokens, OpenAI's
+	// prompt_tokens_details.cached_tokens); 0 when it reported none.
+	CacheHitTokens int
+	Estimated      bool
 }
 
 // Meter is told what each upstream call of a request cost and how it
@@ -182,6 +186,13 @@ type Meter interface {
 	// Failed is called once per upstream call that failed; Classify tells
 	// the kind.
 	Failed(err error)
+}
+
+// RefusalMeter is a Meter that is also told of each tool call the guard
+// did not forward, by its verdict ("dropped" for a call of a forced final
+// answer).
+type RefusalMeter interface {
+	Refused(verdict string)
 }
 
 // Strategy serves a request. Run yields the events to write, in order;
@@ -209,4 +220,18 @@ type Limits struct {
 	// RulesNotice turns the rules notice on for this request, whatever
 	// the configuration says (it cannot turn it off).
 	RulesNotice bool
+	// Spent, when set, is a budget beyond the turn's that is spent (the
+	// request's session's): the guard makes the request its forced final
+	// answer at once, as for a spent cycle budget.
+	Spent *Spent
+}
+
+// Spent is a spent budget and what the guard says of it.
+type Spent struct {
+	// Budget names it, as the budget label of the budget exhaustions
+	// spells it.
+	Budget string
+	// Notice is the final instruction the model gets; Shown the line the
+	// client is shown ("" shows none).
+	Notice, Shown string
 }

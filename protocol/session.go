@@ -236,6 +236,9 @@ func (s *session) failed(err error) {
 func (s *session) trace(ctx context.Context, ev metrics.Trace) {
 	ev.RequestID, ev.ProjectID = s.x.RequestID, s.x.ProjectID
 	s.tracer.Trace(ctx, ev)
+	if m, ok := s.x.Meter.(RefusalMeter); ok && (ev.Kind == metrics.TraceToolCallRefused || ev.Kind == metrics.TraceDuplicateToolCall) {
+		m.Refused(ev.Verdict)
+	}
 }
 
 // start opens the response with the headers h; only the first call does.
@@ -353,9 +356,13 @@ func (s *session) addUsage(raw json.RawMessage, p Prompt) {
 		var u struct {
 			Prompt     int `json:"prompt_tokens"`
 			Completion int `json:"completion_tokens"`
+			Hit        int `json:"prompt_cache_hit_tokens"` // DeepSeek
+			Details    struct {
+				Cached int `json:"cached_tokens"` // OpenAI
+			} `json:"prompt_tokens_details"`
 		}
 		_ = json.Unmarshal(raw, &u)
-		s.x.Meter.Usage(Usage{Prompt: p, PromptTokens: u.Prompt, CompletionTokens: u.Completion})
+		s.x.Meter.Usage(Usage{Prompt: p, PromptTokens: u.Prompt, CompletionTokens: u.Completion, CacheHitTokens: max(u.Hit, u.Details.Cached)})
 	}
 }
 

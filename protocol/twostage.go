@@ -268,6 +268,9 @@ func (r *guardRun) serve(ctx context.Context) error {
 		r.trace(ctx, metrics.Trace{Kind: metrics.TraceRulesNotice, Reason: string(r.profile)})
 		r.g.cfg.Metrics.RulesNotice()
 	}
+	if s := r.x.Limits.Spent; s != nil { // the session's budget (package session)
+		return r.exhausted(ctx, s.Budget, s.Notice, s.Shown)
+	}
 	if b.Executions >= b.MaxExecutions {
 		return r.exhausted(ctx, "MAX_PHASE_CYCLES", tools.CycleBudgetNotice(b), tools.ShownCycleBudget(b))
 	}

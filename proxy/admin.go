@@ -77,7 +77,7 @@ func (h *Handler) Admin() http.Handler {
 }
 
 // adminRoutes adds /metrics (behind the admin key when the configuration
-// asks) and the recent requests.
+// asks), the recent requests and the sessions.
 func (h *Handler) adminRoutes(e *gin.Engine) {
 	metricsHandler := promhttp.HandlerFor(h.gatherer, promhttp.HandlerOpts{})
 	e.GET("/metrics", func(c *gin.Context) {
@@ -89,6 +89,7 @@ func (h *Handler) adminRoutes(e *gin.Engine) {
 		metricsHandler.ServeHTTP(c.Writer, c.Request)
 	})
 	e.GET("/debug/requests/:id", func(c *gin.Context) { h.serveRecent(c.Writer, c.Request, c.Param("id")) })
+	h.sessionRoutes(e) // proxy/session_admin.go
 }
 
 // metricsNeedAdminKey reports whether /metrics asks for the admin key:

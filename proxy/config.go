@@ -10,7 +10,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/phasegate/phasegate/pricing"
 	"github.com/phasegate/phasegate/protocol"
+	"github.com/phasegate/phasegate/responses"
 )
 
 // Secret is a credential. It prints, formats and logs as "[redacted]", so a
@@ -196,10 +198,26 @@ type Config struct {
 	// ResponsesTTL is how long a stored response of the Responses API is
 	// kept (RESPONSES_TTL). Default DefaultResponsesTTL.
 	ResponsesTTL time.Duration
+	// HostedTools is what the Responses API does with a tool a chat
+	// upstream cannot run (web search, file search, ...; HOSTED_TOOLS):
+	// HostedDrop ("" too) drops it and names it in X-Phasegate-Dropped,
+	// HostedRefuse answers 400.
+	HostedTools string
+	// ReasoningKey seals the reasoning of answers into the
+	// encrypted_content of the Responses API's reasoning items, for a
+	// client that asks for it (include: reasoning.encrypted_content) and
+	// sends them back (REASONING_KEY): 32 bytes in base64. Empty is a key
+	// generated at start, which only this process can open: replicas must
+	// share one.
+	ReasoningKey Secret
 	// SeparateAdmin serves /metrics and /debug/ only through
 	// Handler.Admin, for a listener of their own (ADMIN_LISTEN_ADDR); the
 	// client routes then answer 404 for them.
 	SeparateAdmin bool
+	// Sessions are the budgets of agent sessions (proxy/session.go).
+	Sessions Sessions
+	// Prices price the models, before the built-in prices (pricing.New).
+	Prices []pricing.Rule
 }
 
 // RateLimits are budgets per minute, each 0 for none. A key's budget is
@@ -299,6 +317,12 @@ func DefaultTimeouts() Timeouts {
 	return Timeouts{Connect: 10 * time.Second, FirstByte: 10 * time.Minute, Idle: 2 * time.Minute, Request: 30 * time.Minute, Body: 30 * time.Second}
 }
 
+// Values of Config.HostedTools.
+const (
+	HostedDrop   = "drop"
+	HostedRefuse = "refuse"
+)
+
 // ErrInvalidConfig wraps every configuration problem Validate finds.
 var ErrInvalidConfig = errors.New("invalid configuration")
 
@@ -328,6 +352,9 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.ResponsesTTL == 0 {
 		c.ResponsesTTL = DefaultResponsesTTL
+	}
+	if c.Sessions.Rules.Global.IdleTTL == 0 {
+		c.Sessions.Rules.Global.IdleTTL = DefaultSessionIdleTTL
 	}
 	return c
 }
@@ -421,6 +448,16 @@ func (c Config) validateBounds(field func(name, format string, args ...any)) {
 		"Resume.MaxBytes": c.Resume.MaxBytes, "Resume.MemoryBytes": c.Resume.MemoryBytes, "Retry.Attempts": int64(c.Retry.Attempts)} {
 		if n < 0 {
 			field(name, "must not be negative")
+		}
+	}
+	switch c.HostedTools {
+	case "", HostedDrop, HostedRefuse:
+	default:
+		field("HostedTools", "must be %s or %s", HostedDrop, HostedRefuse)
+	}
+	if c.ReasoningKey != "" {
+		if _, err := responses.ParseKey(c.ReasoningKey.Reveal()); err != nil {
+			field("ReasoningKey", "%v", err)
 		}
 	}
 	if c.MaxInflightBytes > 0 && c.MaxInflightBytes < InflightFactor*c.MaxBodyBytes {

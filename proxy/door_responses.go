@@ -39,11 +39,17 @@ func readResponses(h *Handler, w http.ResponseWriter, r *http.Request) (doorRequ
 		return nil, errBusy
 	}
 	c.h, c.r, c.release = h, r, release
+	h.reportDropped(w, r, metrics.DoorResponses, c.dropped)
 	c.resp = responses.NewResponse(c.req)
+	c.resp.SealWith(h.sealer)
 	return c, nil
 }
 
 func (c *responsesCall) chatBody() []byte { return c.translated }
+
+// clientBody is the body as the client sent it, whose fields may name
+// the request's session (proxy/session.go).
+func (c *responsesCall) clientBody() []byte { return c.body }
 
 func (c *responsesCall) logKey() (key, owner string) {
 	return responsesStreamKey(c.owner, c.resp.ID), c.owner

@@ -22,7 +22,7 @@ func (c *Config) secrets() []string {
 	for _, k := range c.ClientKeys {
 		s = append(s, k.Key.Reveal())
 	}
-	return append(s, c.AdminAPIKey.Reveal())
+	return append(s, c.AdminAPIKey.Reveal(), c.ReasoningKey.Reveal())
 }
 
 // exitWriter is where every response of the gateway leaves it: it

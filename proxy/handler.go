@@ -26,7 +26,9 @@ import (
 	"github.com/phasegate/phasegate/chat"
 	"github.com/phasegate/phasegate/internal/redact"
 	"github.com/phasegate/phasegate/metrics"
+	"github.com/phasegate/phasegate/pricing"
 	"github.com/phasegate/phasegate/protocol"
+	"github.com/phasegate/phasegate/responses"
 	"github.com/phasegate/phasegate/store"
 	"github.com/phasegate/phasegate/tokens"
 )
@@ -120,6 +122,9 @@ type Options struct {
 	// Responses keeps the responses of the Responses API that ask to be
 	// stored; nil keeps them in this process (store.MemoryResponses).
 	Responses ResponseStore
+	// Sessions keeps the sessions of Config.Sessions; nil keeps them in
+	// this process (store.MemorySessions).
+	Sessions SessionStore
 	// Redactor removes secrets from everything that leaves the gateway:
 	// responses (exitWriter), in-band errors, comments, logs and /debug.
 	// Nil redacts the credentials of the Config (providers' keys, client
@@ -148,7 +153,8 @@ type Handler struct {
 	allow    []passRule // the pass-through allowlist (PASSTHROUGH_ENDPOINTS)
 	limiter  Limiter
 	streams  EventLog
-	stored   ResponseStore // the stored responses of the Responses API
+	stored   ResponseStore     // the stored responses of the Responses API
+	sealer   *responses.Sealer // seals reasoning for the Responses API (Config.ReasoningKey)
 	running  running
 	// stopWatch ends the watch of other replicas' cancels; watched is
 	// closed when it has ended. Both nil when there is none.
@@ -169,6 +175,9 @@ type Handler struct {
 	// inflight holds the memory of the request bodies in flight
 	// (Config.MaxInflightBytes).
 	inflight *semaphore.Weighted
+	// sessions and prices serve Config.Sessions (proxy/session.go).
+	sessions SessionStore
+	prices   *pricing.Table
 	// doors are the front doors (see door); doorOf maps each door's
 	// route, as gin names it, to the door: the middleware answers in its
 	// shape (see refuseRoute).
@@ -195,7 +204,12 @@ func New(cfg Config, opts Options) (*Handler, error) {
 	if tr == nil {
 		tr = NewTransport(cfg.Timeouts)
 	}
+	sealer, err := newSealer(cfg.ReasoningKey, log)
+	if err != nil {
+		return nil, err
+	}
 	h := &Handler{
+		sealer:   sealer,
 		cfg:      cfg,
 		client:   &http.Client{Transport: tr, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }},
 		log:      log,
@@ -217,6 +231,8 @@ func New(cfg Config, opts Options) (*Handler, error) {
 		redactor: red,
 		forward:  canonicalKeys(cfg.ForwardHeaders),
 		inflight: semaphore.NewWeighted(cfg.MaxInflightBytes),
+		sessions: opts.Sessions,
+		prices:   pricing.New(cfg.Prices...),
 		doors:    opts.doors,
 		doorOf:   map[string]*door{},
 	}
@@ -257,6 +273,9 @@ func (h *Handler) ownDefaults(opts Options) {
 	}
 	if h.streams == nil {
 		h.streams = store.NewBoundedMemoryStreams(h.cfg.Resume.TTL, h.cfg.Resume.MemoryBytes)
+	}
+	if h.sessions == nil {
+		h.sessions = store.NewMemorySessions(store.DefaultSessionMemoryBytes, store.DefaultMaxSessions)
 	}
 	if f, ok := h.streams.(followerCap); ok && f.MaxFollowers() > 0 {
 		h.followers = make(chan struct{}, f.MaxFollowers())
@@ -432,12 +451,17 @@ func (h *Handler) serveDoor(w http.ResponseWriter, r *http.Request, d *door, rou
 		done(c.fail(err), err)
 		return
 	}
+	if err := c.openSession(ctx); err != nil { // proxy/session.go
+		done(c.fail(err), err)
+		return
+	}
 	if err := c.admit(ctx, c.estimate()); err != nil {
 		done(c.fail(err), err)
 		return
 	}
 	o := c.serve(ctx)
 	c.settle(context.WithoutCancel(ctx))
+	c.closeSession()
 	h.metrics.Overhead(c.door.name, c.strategy.Name(), c.provider.Name, time.Since(c.start)-c.upstreamWait)
 	done(o, nil)
 }
@@ -494,6 +518,8 @@ type chatRequest struct {
 	// resume is the wrapper of its sink once its log is open.
 	resumable bool
 	resume    *resumable
+	// sess is the request's session; nil when it names none.
+	sess *sessionRun
 }
 
 // close releases what the door's request holds.
@@ -626,6 +652,7 @@ func (c *chatRequest) serve(ctx context.Context) metrics.Outcome {
 	h := c.h
 	out, ctx, release := c.sink(ctx)
 	defer release()
+	out = c.sess.tallied(out, c.chargeSession)
 	c.x.Meter = &requestMeter{m: h.metrics, door: c.door.name, provider: c.provider.Name, model: c.x.Request.Model, label: h.metrics.ModelLabel(c.x.Request.Model),
 		tokens: h.tokens, learn: !c.provider.Simulated, trace: c.trace}
 	if d := h.cfg.Timeouts.FirstByte; d > 0 {

@@ -6,7 +6,9 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"regexp"
 	"strconv"
+	"strings"
 	"testing"
 
 	openai "github.com/sashabaranov/go-openai"
@@ -155,8 +157,9 @@ func TestGuardScenariosOneIDThroughOpenAIClient(t *testing.T) {
 }
 
 // models.retrieve answers the simulated models, by go-openai's GetModel
-// and a raw GET, with the model object of the specification, and an
-// unknown model with OpenAI's 404.
+// and a raw GET, with the model object of the specification, for any name
+// the simulated model serves: deepseek-v4-flash, the model of the README's
+// examples, as well as phasegate-sim.
 func TestRetrieveSimulatedModel(t *testing.T) {
 	v := newOpenAPIValidator(t)
 	gw := simGateway(t)
@@ -172,7 +175,7 @@ func TestRetrieveSimulatedModel(t *testing.T) {
 		model  string
 		status int
 		schema string
-	}{{sim.Model, http.StatusOK, "Model"}, {"no-such-model", http.StatusNotFound, "ErrorResponse"}} {
+	}{{sim.Model, http.StatusOK, "Model"}, {"deepseek-v4-flash", http.StatusOK, "Model"}} {
 		resp, err := gw.Client().Get(gw.URL + "/v1/models/" + tc.model)
 		if err != nil {
 			t.Fatal(err)
@@ -183,5 +186,38 @@ func TestRetrieveSimulatedModel(t *testing.T) {
 			t.Errorf("GET /v1/models/%s: %d %s; want %s", tc.model, resp.StatusCode, body, strconv.Itoa(tc.status))
 		}
 		v.check(t, tc.schema, body)
+	}
+}
+
+// TestSimulatedIdentityOnEveryDoor: with no provider configured, an answer
+// names the model the client asked for, on the chat route and the
+// Responses API alike, streamed or not, guarded or passed through.
+func TestSimulatedIdentityOnEveryDoor(t *testing.T) {
+	gw := simGateway(t)
+	const model = "deepseek-v4-flash"
+	for _, tc := range []struct{ path, body string }{
+		{"/v1/chat/completions", `{"model":"` + model + `","messages":[{"role":"user","content":"Hello"}]}`},
+		{"/v1/chat/completions", `{"model":"` + model + `","stream":true,"messages":[{"role":"user","content":"Hello"}]}`},
+		{"/v1/chat/completions", `{"model":"` + model + `","stream":true,"messages":[{"role":"user","content":"Weather?"}],` +
+			`"tools":[{"type":"function","function":{"name":"get_weather","parameters":{"type":"object","properties":{"city":{"type":"string"}},"required":["city"]}}}]}`},
+		{"/v1/responses", `{"model":"` + model + `","input":"Hello"}`},
+		{"/v1/responses", `{"model":"` + model + `","input":"Hello","stream":true}`},
+	} {
+		resp, err := gw.Client().Post(gw.URL+tc.path, "application/json", strings.NewReader(tc.body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		names := regexp.MustCompile(`"model":"([^"]*)"`).FindAllStringSubmatch(string(body), -1)
+		if resp.StatusCode != http.StatusOK || len(names) == 0 {
+			t.Fatalf("POST %s %s: %d %s", tc.path, tc.body, resp.StatusCode, body)
+		}
+		for _, n := range names {
+			if n[1] != model {
+				t.Errorf("POST %s %s: an answer names %q, want %q:\n%s", tc.path, tc.body, n[1], model, body)
+				break
+			}
+		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/phasegate/phasegate/chat"
 	"github.com/phasegate/phasegate/metrics"
+	"github.com/phasegate/phasegate/pricing"
 	"github.com/phasegate/phasegate/protocol"
 	"github.com/phasegate/phasegate/tokens"
 )
@@ -105,10 +106,21 @@ type requestMeter struct {
 	// spent sums the tokens, in and out, of every call, for the rate
 	// limits.
 	spent int
+	// usage sums the tokens of every call, cache hits apart, and refused
+	// lists the verdict of each call the guard refused: what the request's
+	// session is charged and what the refusals saved (proxy/session.go).
+	usage   pricing.Usage
+	refused []string
 }
+
+// Refused is told of a tool call the guard did not forward.
+func (r *requestMeter) Refused(verdict string) { r.refused = append(r.refused, verdict) }
 
 func (r *requestMeter) Usage(u protocol.Usage) {
 	r.spent += u.PromptTokens + u.CompletionTokens
+	r.usage.Prompt += u.PromptTokens
+	r.usage.CacheHit += u.CacheHitTokens
+	r.usage.Completion += u.CompletionTokens
 	r.m.Tokens(r.provider, u.PromptTokens, u.CompletionTokens, u.Estimated)
 	r.m.ModelTokens(r.label, u.PromptTokens, u.CompletionTokens)
 	r.trace.usage(u)

@@ -154,6 +154,8 @@ type responsesCall struct {
 	// release gives back what the request charged against the bound of
 	// requests in flight.
 	release func()
+	// dropped is what of the request the upstream does not get.
+	dropped []responses.Drop
 }
 
 // prepareResponses reads and translates a POST /v1/responses; an error
@@ -171,10 +173,11 @@ func (h *Handler) prepareResponses(r *http.Request) (*responsesCall, error) {
 	if c.input, c.own, err = h.resolveInput(r.Context(), c.owner, c.req, int64(len(c.body))); err != nil {
 		return nil, err
 	}
-	p := h.cfg.provider(c.req.Model)
-	if c.translated, err = responses.ChatBody(c.req, c.input, responses.Target{DeepSeek: p.Name == thinkingProvider || p.Simulated}); err != nil {
+	t := h.responsesTarget(h.cfg.provider(c.req.Model))
+	if c.translated, err = responses.ChatBody(c.req, c.input, t); err != nil {
 		return nil, err
 	}
+	c.dropped = c.req.Dropped(t)
 	if int64(len(c.translated)) > h.cfg.MaxBodyBytes {
 		return nil, h.conversationTooLarge(c.req, int64(len(c.translated)))
 	}

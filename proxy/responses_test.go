@@ -350,14 +350,15 @@ func TestResponsesOwnedByKey(t *testing.T) {
 	}
 }
 
-// Built-in tools and background mode are refused by name, before any
-// upstream call.
+// Background mode, conversations and prompt templates are refused by
+// name, before any upstream call (hosted tools are dropped, see
+// TestResponsesCodexLoopingModel, or refused under HOSTED_TOOLS=refuse).
 func TestResponsesUnsupported(t *testing.T) {
 	up, gw := rsGateway(t, proxytest.Simulated())
 	for _, tc := range []struct{ body, param string }{
-		{`{"model":"m","input":"hi","tools":[{"type":"web_search"}]}`, "tools[0].type"},
-		{`{"model":"m","input":"hi","tools":[` + rsWeather + `,{"type":"file_search","vector_store_ids":["vs"]}]}`, "tools[1].type"},
 		{`{"model":"m","input":"hi","background":true}`, "background"},
+		{`{"model":"m","input":"hi","conversation":"conv_1"}`, "conversation"},
+		{`{"model":"m","input":"hi","prompt":{"id":"pmpt_1"}}`, "prompt"},
 	} {
 		status, _, b := rsRaw(t, gw, http.MethodPost, "/v1/responses", "", tc.body)
 		if e := rsError(t, b); status != http.StatusBadRequest || e.Param != tc.param || e.Type != "invalid_request_error" {

@@ -53,14 +53,17 @@ func FromCompletion(r *Response, body []byte) error {
 		ch := &c.Choices[0]
 		finish = ch.FinishReason
 		if t := inner(ch.Message.ReasoningContent); t != nil {
-			r.add(&outItem{typ: TypeReasoning, id: NewID("rs_"), text: bytes.Clone(t)})
+			it := &outItem{typ: TypeReasoning, id: NewID("rs_"), text: bytes.Clone(t)}
+			r.seal(it)
+			r.add(it)
 		}
 		if t := inner(ch.Message.Content); t != nil || (len(ch.Message.ToolCalls) == 0 && string(ch.Message.Content) == `""`) {
 			r.add(&outItem{typ: TypeMessage, id: NewID("msg_"), text: bytes.Clone(t)})
 		}
 		for _, tc := range ch.Message.ToolCalls {
-			r.add(&outItem{typ: TypeFunctionCall, id: NewID("fc_"), callID: bytes.Clone(quoted(tc.ID)), name: bytes.Clone(quoted(tc.Function.Name)),
-				args: bytes.Clone(inner(tc.Function.Arguments))})
+			it := r.call(quoted(tc.ID), quoted(tc.Function.Name))
+			it.args = bytes.Clone(inner(tc.Function.Arguments))
+			r.add(it)
 		}
 	}
 	r.setUsage(c.Usage, c.Phasegate.estimated())

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/phasegate/phasegate/chat"
@@ -33,11 +34,19 @@ type Request struct {
 	User               string            `json:"user"`
 	Conversation       json.RawMessage   `json:"conversation"`
 	Prompt             json.RawMessage   `json:"prompt"`
+	Include            []string          `json:"include"`
+	// These are passed on to an upstream whose chat API has them, else
+	// dropped (see Dropped).
+	PromptCacheKey   json.RawMessage `json:"prompt_cache_key"`
+	SafetyIdentifier json.RawMessage `json:"safety_identifier"`
+	ServiceTier      json.RawMessage `json:"service_tier"`
+	ClientMetadata   json.RawMessage `json:"client_metadata"`
+	Truncation       json.RawMessage `json:"truncation"`
 
 	// items is Input as items: a string input is one user message.
 	items []Item
-	// tools are Tools, checked to be function tools.
-	tools []functionTool
+	// toolset is what Tools became (see parseTools).
+	toolset toolSet
 }
 
 // TextParam is the request's text configuration.
@@ -52,18 +61,12 @@ type ReasoningParam struct {
 	Summary *string `json:"summary"`
 }
 
-// functionTool is a tool of type function, as the Responses API spells it.
-type functionTool struct {
-	Type        string          `json:"type"`
-	Name        string          `json:"name"`
-	Description json.RawMessage `json:"description,omitempty"`
-	Parameters  json.RawMessage `json:"parameters"`
-	Strict      json.RawMessage `json:"strict"`
-}
-
 // Stored reports whether the response is to be kept (store defaults to
 // true, as OpenAI's).
 func (r *Request) Stored() bool { return r.Store == nil || *r.Store }
+
+// Includes reports whether the request's include names v.
+func (r *Request) Includes(v string) bool { return slices.Contains(r.Include, v) }
 
 // Items returns the request's input items, as parsed.
 func (r *Request) Items() []Item { return r.items }
@@ -87,9 +90,9 @@ func unsupported(param, format string, args ...any) *chat.Error {
 }
 
 // ParseRequest decodes and checks a create-response request. Anything the
-// gateway cannot serve is a 400 that names it: built-in tools,
-// background mode, conversations, prompt templates, input items of other
-// types.
+// gateway cannot serve is a 400 that names it: background mode,
+// conversations, prompt templates, input items of other types. Hosted
+// tools are kept aside: ChatBody drops or refuses them.
 func ParseRequest(body []byte) (*Request, error) {
 	var r Request
 	if err := json.Unmarshal(body, &r); err != nil {
@@ -114,7 +117,7 @@ func ParseRequest(body []byte) (*Request, error) {
 	if r.items, err = parseInput(r.Input); err != nil {
 		return nil, err
 	}
-	if r.tools, err = parseTools(r.Tools); err != nil {
+	if r.toolset, err = parseTools(r.Tools); err != nil {
 		return nil, err
 	}
 	return &r, nil
@@ -178,6 +181,8 @@ func parseItem(raw json.RawMessage, param string) (Item, error) {
 			return it, chat.InvalidRequest(param+".content", "missing required parameter: %s.content", param)
 		}
 	case TypeFunctionCall:
+		// Namespace, when set, names the namespace of the function (as
+		// Codex sends a call of one back).
 		if it.CallID == "" || it.Name == "" || it.Arguments == nil {
 			return it, chat.InvalidRequest(param, "%s: a function_call item needs call_id, name and arguments", param)
 		}
@@ -196,26 +201,6 @@ func parseItem(raw json.RawMessage, param string) (Item, error) {
 		return it, unsupported(param+".type", "input items of type %q are not supported by this gateway: it serves messages, function calls and their outputs, reasoning and item references", it.Type)
 	}
 	return it, nil
-}
-
-// parseTools checks that every tool is a function tool.
-func parseTools(raw []json.RawMessage) ([]functionTool, error) {
-	out := make([]functionTool, 0, len(raw))
-	for i, b := range raw {
-		param := fmt.Sprintf("tools[%d]", i)
-		var t functionTool
-		if err := json.Unmarshal(b, &t); err != nil {
-			return nil, chat.InvalidRequest(param, "%s must be a tool object: %s", param, err)
-		}
-		if t.Type != "function" {
-			return nil, unsupported(param+".type", "tools of type %q are not supported by this gateway: only function tools are (built-in tools such as web search, file search, computer use and code interpreter run on OpenAI's platform)", t.Type)
-		}
-		if t.Name == "" {
-			return nil, chat.InvalidRequest(param+".name", "missing required parameter: %s.name", param)
-		}
-		out = append(out, t)
-	}
-	return out, nil
 }
 
 // NotFound is the 400 for a previous response or an item the store does

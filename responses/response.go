@@ -1,6 +1,7 @@
 package responses
 
 import (
+	"bytes"
 	"encoding/json"
 	"strconv"
 	"time"
@@ -23,6 +24,13 @@ type Response struct {
 	usage      *Usage
 	estimated  bool
 	completed  int64
+	// namespaced maps the chat name of each function of a namespace to
+	// the function as the client names it.
+	namespaced map[string]qualified
+	// sealReasoning is whether the request included the encrypted
+	// reasoning, and sealer seals it (see SealWith).
+	sealReasoning bool
+	sealer        *Sealer
 }
 
 // outItem is one output item; text, args, name and callID hold JSON
@@ -36,11 +44,45 @@ type outItem struct {
 	name   []byte // quoted
 	callID []byte // quoted
 	args   []byte
+	// namespace is the quoted namespace of a function call of a
+	// namespace's function, nil for none.
+	namespace []byte
+	// sealed is the encrypted_content of a reasoning item, once done.
+	sealed string
 }
 
 // NewResponse starts the response to r.
 func NewResponse(r *Request) *Response {
-	return &Response{ID: NewID("resp_"), CreatedAt: time.Now().Unix(), echo: echoOf(r), status: StatusInProgress}
+	return &Response{ID: NewID("resp_"), CreatedAt: time.Now().Unix(), echo: echoOf(r), status: StatusInProgress,
+		namespaced: r.toolset.namespaced(), sealReasoning: r.Includes(IncludeEncryptedReasoning)}
+}
+
+// SealWith has the reasoning items of the response carry their text
+// sealed by s in encrypted_content, when the request included
+// reasoning.encrypted_content; a nil s seals nothing.
+func (r *Response) SealWith(s *Sealer) {
+	if r.sealReasoning {
+		r.sealer = s
+	}
+}
+
+// seal seals the text of item it, a reasoning item that is done.
+func (r *Response) seal(it *outItem) {
+	if r.sealer != nil && it.typ == TypeReasoning && it.sealed == "" {
+		it.sealed = r.sealer.seal(it.text)
+	}
+}
+
+// call is the output item of a function call whose chat name is name
+// (quoted; callID too, both copied): a function of a namespace is named
+// as the client declared it, with its namespace.
+func (r *Response) call(callID, name []byte) *outItem {
+	it := &outItem{typ: TypeFunctionCall, id: NewID("fc_"), callID: bytes.Clone(callID), name: bytes.Clone(name)}
+	if q, ok := r.namespaced[string(inner(name))]; ok {
+		it.name, _ = json.Marshal(q.name)
+		it.namespace, _ = json.Marshal(q.namespace)
+	}
+	return it
 }
 
 // echoOf renders the request's fields a response repeats, with the
@@ -58,13 +100,13 @@ func echoOf(r *Request) []byte {
 		Temperature        json.RawMessage `json:"temperature"`
 		Text               TextParam       `json:"text"`
 		ToolChoice         json.RawMessage `json:"tool_choice"`
-		Tools              []functionTool  `json:"tools"`
+		Tools              []any           `json:"tools"`
 		TopP               json.RawMessage `json:"top_p"`
 		Truncation         string          `json:"truncation"`
 		User               *string         `json:"user,omitempty"`
 	}{Instructions: r.Instructions, MaxOutputTokens: r.MaxOutputTokens, Metadata: orRaw(r.Metadata, "{}"), Model: r.Model,
 		ParallelToolCalls: r.ParallelToolCalls == nil || *r.ParallelToolCalls, Store: r.Stored(),
-		Temperature: orRaw(r.Temperature, "1"), ToolChoice: orRaw(r.ToolChoice, `"auto"`), Tools: r.tools,
+		Temperature: orRaw(r.Temperature, "1"), ToolChoice: orRaw(r.ToolChoice, `"auto"`), Tools: r.toolset.echo,
 		TopP: orRaw(r.TopP, "1"), Truncation: "disabled"}
 	if r.PreviousResponseID != "" {
 		e.PreviousResponseID = &r.PreviousResponseID
@@ -79,8 +121,8 @@ func echoOf(r *Request) []byte {
 	if r.User != "" {
 		e.User = &r.User
 	}
-	for i, t := range e.Tools {
-		e.Tools[i].Parameters, e.Tools[i].Strict = orRaw(t.Parameters, "null"), orRaw(t.Strict, "null")
+	if e.Tools == nil {
+		e.Tools = []any{}
 	}
 	b, _ := json.Marshal(e) // every field is valid JSON: decoded from the request
 	return b[1 : len(b)-1]
@@ -179,10 +221,18 @@ func (it *outItem) appendItem(dst []byte, parts bool) []byte {
 		if parts {
 			dst = append(append(append(dst, `{"type":"reasoning_text","text":"`...), it.text...), `"}`...)
 		}
-		return append(dst, "]}"...)
+		dst = append(dst, ']')
+		if parts && it.sealed != "" {
+			dst = append(append(append(dst, `,"encrypted_content":"`...), it.sealed...), '"')
+		}
+		return append(dst, '}')
 	default:
 		dst = append(append(append(dst, `","call_id":`...), it.callID...), `,"name":`...)
-		dst = append(append(append(dst, it.name...), `,"arguments":"`...), it.args...)
+		dst = append(dst, it.name...)
+		if it.namespace != nil {
+			dst = append(append(dst, `,"namespace":`...), it.namespace...)
+		}
+		dst = append(append(dst, `,"arguments":"`...), it.args...)
 		return append(dst, `"}`...)
 	}
 }

@@ -215,7 +215,7 @@ func (s *Stream) call(dst []byte, idx int, id, name, args []byte) []byte {
 		if s.calls == nil {
 			s.calls = make(map[int]int)
 		}
-		i = s.r.add(&outItem{typ: TypeFunctionCall, id: NewID("fc_"), callID: append([]byte(nil), id...), name: append([]byte(nil), name...)})
+		i = s.r.add(s.r.call(id, name))
 		s.calls[idx] = i
 		dst = s.itemAdded(dst, i)
 	}
@@ -243,6 +243,7 @@ func (s *Stream) doneItem(dst []byte, i int) []byte {
 	if it.status == StatusInProgress {
 		it.status = StatusCompleted
 	}
+	s.r.seal(it)
 	switch it.typ {
 	case TypeFunctionCall:
 		dst = append(append(s.itemRef(s.event(dst, "response.function_call_arguments.done"), i), `,"name":`...), it.name...)

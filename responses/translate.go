@@ -7,7 +7,8 @@ import (
 	"github.com/phasegate/phasegate/chat"
 )
 
-// Target is what the translation needs to know of the upstream.
+// Target is what the translation needs to know of the upstream, and of
+// the gateway's own policy.
 type Target struct {
 	// DeepSeek selects DeepSeek's dialect: reasoning goes back as the
 	// assistant message's reasoning_content (thinking mode answers 400
@@ -15,6 +16,18 @@ type Target struct {
 	// max_output_tokens is max_tokens. Otherwise reasoning.effort is
 	// reasoning_effort and max_output_tokens max_completion_tokens.
 	DeepSeek bool
+	// OpenAI is set when the upstream is OpenAI's own chat API, which has
+	// the fields prompt_cache_key, safety_identifier, service_tier and
+	// verbosity: they are passed on to it, and dropped for any other.
+	OpenAI bool
+	// RefuseHosted refuses a request with a tool a chat upstream cannot
+	// run with a 400 naming it (HOSTED_TOOLS=refuse); by default such a
+	// tool is dropped (see Request.Dropped).
+	RefuseHosted bool
+	// Sealer opens the encrypted_content of the input's reasoning items;
+	// one it cannot open is a 400. Nil leaves encrypted_content unread,
+	// and include: [reasoning.encrypted_content] unserved.
+	Sealer *Sealer
 }
 
 // ChatBody translates a request whose input items are resolved (the
@@ -29,6 +42,9 @@ func ChatBody(r *Request, input []Item, t Target) ([]byte, error) {
 	if len(msgs) == 0 {
 		return nil, chat.InvalidRequest("input", "input holds no message to answer")
 	}
+	if t.RefuseHosted && r.toolset.refused != nil {
+		return nil, r.toolset.refused
+	}
 	m := map[string]any{"model": r.Model, "messages": msgs}
 	if r.Stream {
 		m["stream"] = true
@@ -41,6 +57,7 @@ func ChatBody(r *Request, input []Item, t Target) ([]byte, error) {
 		return nil, err
 	}
 	chatSampling(m, r, t)
+	chatShared(m, r, t)
 	b, err := json.Marshal(m)
 	if err != nil {
 		return nil, chat.InvalidRequest("", "request holds a value that cannot be sent on: %s", err)
@@ -84,10 +101,10 @@ func chatSampling(m map[string]any, r *Request, t Target) {
 
 // chatTools sets tools, tool_choice and parallel_tool_calls.
 func chatTools(m map[string]any, r *Request) error {
-	if len(r.tools) > 0 {
-		tools := make([]map[string]any, len(r.tools))
-		for i, t := range r.tools {
-			fn := map[string]any{"name": t.Name}
+	if fns := r.toolset.fns; len(fns) > 0 {
+		tools := make([]map[string]any, len(fns))
+		for i, t := range fns {
+			fn := map[string]any{"name": t.chat()}
 			if len(t.Description) > 0 && !isNull(t.Description) {
 				fn["description"] = t.Description
 			}
@@ -210,15 +227,13 @@ func chatMessages(instructions *string, items []Item, t Target) ([]map[string]an
 			if a.hasText || len(a.calls) > 0 {
 				flush()
 			}
-			text, _, err := reasoningText(it, param)
+			text, err := reasoningText(it, param, t.Sealer)
 			if err != nil {
 				return nil, err
 			}
 			a.open, a.reasoning = true, a.reasoning+text
 		case TypeFunctionCall:
-			a.open = true
-			a.calls = append(a.calls, map[string]any{"id": it.CallID, "type": "function",
-				"function": map[string]string{"name": it.Name, "arguments": *it.Arguments}})
+			a.open, a.calls = true, append(a.calls, toolCall(it))
 		case TypeFunctionCallOutput:
 			flush()
 			out, _, err := textOf(it.Output, param+".output")
@@ -252,18 +267,38 @@ func chatMessages(instructions *string, items []Item, t Target) ([]map[string]an
 	return msgs, nil
 }
 
-// reasoningText is the text of a reasoning item: its reasoning_text
+// toolCall is a function_call item as a tool call of an assistant
+// message: a namespace's function by its chat name.
+func toolCall(it Item) map[string]any {
+	name := it.Name
+	if it.Namespace != "" {
+		name = chatName(it.Namespace, it.Name)
+	}
+	return map[string]any{"id": it.CallID, "type": "function", "function": map[string]string{"name": name, "arguments": *it.Arguments}}
+}
+
+// reasoningText is the text of a reasoning item: what its
+// encrypted_content seals when sealer can read it (one it cannot is a
+// 400, as OpenAI answers one it cannot verify), else its reasoning_text
 // content, else its summary.
-func reasoningText(it Item, param string) (string, []Part, error) {
+func reasoningText(it Item, param string, sealer *Sealer) (string, error) {
+	if sealer != nil && it.EncryptedContent != nil && *it.EncryptedContent != "" {
+		text, err := sealer.open(*it.EncryptedContent)
+		if err != nil {
+			return "", invalidEncrypted(param+".encrypted_content", it.ID)
+		}
+		return text, nil
+	}
 	if len(it.Content) > 0 && !isNull(it.Content) {
-		if s, p, err := textOf(it.Content, param+".content"); err != nil || s != "" {
-			return s, p, err
+		if s, _, err := textOf(it.Content, param+".content"); err != nil || s != "" {
+			return s, err
 		}
 	}
 	if len(it.Summary) > 0 && !isNull(it.Summary) {
-		return textOf(it.Summary, param+".summary")
+		s, _, err := textOf(it.Summary, param+".summary")
+		return s, err
 	}
-	return "", nil, nil
+	return "", nil
 }
 
 // inputMessage translates a system, developer or user message. A user

@@ -34,6 +34,7 @@ type Item struct {
 	Content          json.RawMessage `json:"content,omitempty"`
 	CallID           string          `json:"call_id,omitempty"`
 	Name             string          `json:"name,omitempty"`
+	Namespace        string          `json:"namespace,omitempty"`
 	Arguments        *string         `json:"arguments,omitempty"`
 	Output           json.RawMessage `json:"output,omitempty"`
 	Summary          json.RawMessage `json:"summary,omitempty"`

@@ -28,6 +28,8 @@ type fileConfig struct {
 	// envelopes are the envelope rules per model and the added phases.
 	envelopes fileEnvelopes
 	guard     fileGuard
+	sessions  fileSessions
+	prices    filePrices
 }
 
 // problems collects what is wrong in a part of the file, each as the YAML
@@ -168,6 +170,7 @@ func loadFile(path string) (fileConfig, error) {
 	var top fileTop
 	err = root.Decode(&top)
 	fc.routes, fc.models, fc.envelopes, fc.guard = top.Routes, top.Models, top.Envelopes, top.Guard
+	fc.sessions, fc.prices = top.Sessions, top.Prices
 	for key, s := range top.scalars {
 		fc.scalars[key] = Value{Raw: s.raw, Source: Source{From: FromFile, File: path, Line: s.line}}
 	}
@@ -201,13 +204,15 @@ type fileTop struct {
 	Models    map[string]tokens.Limits
 	Envelopes fileEnvelopes
 	Guard     fileGuard
+	Sessions  fileSessions
+	Prices    filePrices
 	scalars   map[string]scalarText
 }
 
 // topKeys are the keys of the config file: the sections, each setting's
 // key and each alias's.
 func topKeys() []string {
-	known := []string{"routes", "models", "envelopes", "guard"}
+	known := []string{"routes", "models", "envelopes", "guard", "sessions", "prices"}
 	for _, s := range all {
 		known = append(known, s.Key())
 	}
@@ -234,6 +239,10 @@ func (t *fileTop) UnmarshalYAML(n *yaml.Node) error {
 			err = v.Decode(&t.Envelopes)
 		case "guard":
 			err = v.Decode(&t.Guard)
+		case "sessions":
+			err = v.Decode(&t.Sessions)
+		case "prices":
+			err = v.Decode(&t.Prices)
 		default:
 			s := scalarText{key: k.Value}
 			if err = v.Decode(&s); err == nil && v.Tag != "!!null" {

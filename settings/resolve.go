@@ -60,6 +60,8 @@ type Settings struct {
 	// RedisTimeout and RedisCooldown bound the calls to it (see
 	// store.RedisOptions).
 	RedisTimeout, RedisCooldown time.Duration
+	// SessionMemoryBytes bounds the sessions kept without Redis.
+	SessionMemoryBytes int64
 
 	// values are the settings' values and where each came from.
 	values map[*Setting]Value
@@ -194,6 +196,8 @@ func (r *resolver) resolve(fc fileConfig) (Settings, error) {
 	o.Proxy.Envelopes = fc.envelopes.rules
 	o.Proxy.GuardProfile, o.Proxy.GuardProfiles = o.Profile, fc.guard.profiles
 	o.Proxy.GuardModes, o.Proxy.GuardProjectModes = fc.guard.modes, fc.guard.projects
+	o.Proxy.Sessions, o.Proxy.Prices = r.sessions(fc.sessions), fc.prices
+	o.SessionMemoryBytes = int64(r.num(SessionMemoryBytes))
 	if len(fc.envelopes.phases) > 0 {
 		set, err := envelope.NewSet(fc.envelopes.phases)
 		if err != nil {
@@ -267,6 +271,8 @@ func (r *resolver) proxyConfig(separateAdmin bool) proxy.Config {
 		RateLimits:     r.rateLimits(),
 		Resume:         proxy.Resume{All: r.boolean(ResumableStreams), TTL: r.dur(ResumeTTL), MaxBytes: int64(r.num(ResumeMaxBytes)), MemoryBytes: int64(r.num(ResumeMemoryBytes))},
 		ResponsesTTL:   r.dur(ResponsesTTL),
+		HostedTools:    r.choice(HostedTools),
+		ReasoningKey:   proxy.Secret(strings.TrimSpace(r.v[ReasoningKey].Raw)),
 		TrustedProxies: list(r.v[TrustedProxies].Raw),
 		ForwardHeaders: list(r.v[ForwardHeaders].Raw),
 		GuardMode:      protocol.Mode(r.choice(GuardMode)),
@@ -371,7 +377,7 @@ func secretValues(pc proxy.Config, redisURL proxy.Secret) []string {
 	for _, k := range pc.ClientKeys {
 		s = append(s, k.Key.Reveal())
 	}
-	s = append(s, pc.AdminAPIKey.Reveal())
+	s = append(s, pc.AdminAPIKey.Reveal(), pc.ReasoningKey.Reveal())
 	if raw := redisURL.Reveal(); raw != "" {
 		s = append(s, raw)
 		if u, err := url.Parse(raw); err == nil && u.User != nil {

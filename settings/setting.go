@@ -30,6 +30,7 @@ const (
 	kindAddr
 	kindList
 	kindChoice
+	kindDecimal
 )
 
 // Setting is one scalar setting: its environment name, which is also its
@@ -78,6 +79,8 @@ func (s *Setting) TypeName() string {
 		return "addr"
 	case kindList:
 		return "list"
+	case kindDecimal:
+		return "number"
 	}
 	return "string"
 }
@@ -151,7 +154,17 @@ var (
 	ResumeTTL                = add(Setting{env: "RESUME_TTL", def: proxy.DefaultResumeTTL.String(), kind: kindDuration, help: "how long the events of a resumable stream are kept after its last"})
 	ResumeMaxBytes           = add(Setting{env: "RESUME_MAX_BYTES", def: strconv.Itoa(proxy.DefaultResumeMaxBytes), kind: kindInt, min: 1, help: "bound on the events kept of one resumable stream, in bytes; a stream whose client left is ended there"})
 	ResumeMemoryBytes        = add(Setting{env: "RESUME_MEMORY_BYTES", def: strconv.Itoa(proxy.DefaultResumeMemoryBytes), kind: kindInt, min: 1, help: "bound on the events kept of all resumable streams together without Redis, in bytes; past it the logs of ended streams are forgotten first, then streams are served without resume"})
+	SessionMaxToolCalls      = add(Setting{env: "SESSION_MAX_TOOL_CALLS", def: "0", kind: kindInt, help: "tool calls forwarded to the client that one agent session (X-Session-Id, X-Claude-Code-Session-Id, or SESSION_FROM) may make before its next request is its forced final answer; per model and project with sessions: in the config file, lowered by X-Phasegate-Session-Max-Tool-Calls; 0 for no limit"})
+	SessionMaxTokens         = add(Setting{env: "SESSION_MAX_TOKENS", def: "0", kind: kindInt, help: "prompt tokens the provider's cache did not hold plus completion tokens one session may spend (cache reads count apart, in SESSION_MAX_USD); 0 for no limit"})
+	SessionMaxUSD            = add(Setting{env: "SESSION_MAX_USD", def: "0", kind: kindDecimal, help: "US dollars one session may spend, by the price table (prices: in the config file; DeepSeek's published prices built in); 0 for no limit"})
+	SessionIdleTTL           = add(Setting{env: "SESSION_IDLE_TTL", def: proxy.DefaultSessionIdleTTL.String(), kind: kindDuration, help: "how long a session is kept after its last request; its counters and any spent budget go with it; more than 0"})
+	SessionOnCap             = add(Setting{env: "SESSION_ON_CAP", def: "answer", kind: kindChoice, choices: []string{"answer", "reject"}, help: "what a request of a session whose budget is spent gets: answer (the guard's forced final answer: no tools, a notice to sum up) or reject (429 with Retry-After)"})
+	SessionFrom              = add(Setting{env: "SESSION_FROM", kind: kindList, choices: sessionSources(), help: "body fields that name a session when no X-Session-Id or X-Claude-Code-Session-Id header does, comma-separated in order of preference: " + strings.Join(sessionSources(), ", ")})
+	SessionFailOpen          = add(Setting{env: "SESSION_FAIL_OPEN", def: "true", kind: kindBool, help: "when the store of sessions (Redis) fails, serve a session's requests unchecked (true) or refuse them with 503 (false)"})
+	SessionMemoryBytes       = add(Setting{env: "SESSION_MEMORY_BYTES", def: strconv.Itoa(store.DefaultSessionMemoryBytes), kind: kindInt, min: 1, help: "bound on the sessions kept without Redis, in bytes (and at most " + strconv.Itoa(store.DefaultMaxSessions) + " sessions); past it the least recently used go first"})
 	ResponsesTTL             = add(Setting{env: "RESPONSES_TTL", def: proxy.DefaultResponsesTTL.String(), kind: kindDuration, help: "how long a stored response of the Responses API (store: true, the default) is kept for previous_response_id, item_reference and GET /v1/responses/{id}"})
+	HostedTools              = add(Setting{env: "HOSTED_TOOLS", def: proxy.HostedDrop, kind: kindChoice, choices: []string{proxy.HostedDrop, proxy.HostedRefuse}, help: "what the Responses API does with a tool a chat upstream cannot run (web_search, file_search, code_interpreter, computer use, image_generation, local_shell, mcp, ...): drop (left out of the upstream request and named in X-Phasegate-Dropped) or refuse (a 400 naming it)"})
+	ReasoningKey             = add(Setting{env: "REASONING_KEY", kind: kindSecret, help: "32 bytes in base64 (openssl rand -base64 32) that seal the reasoning of answers into the encrypted_content of the Responses API's reasoning items (include: reasoning.encrypted_content) and open them when a client sends them back; every replica must share one; empty makes one at start that only this process can open"})
 	ContextWindow            = add(Setting{env: "CONTEXT_WINDOW", def: "0", kind: kindInt, help: "context window in tokens of every model, overriding the built-in and configured windows; 0 keeps them"})
 	HistoryWindow            = add(Setting{env: "HISTORY_WINDOW", def: "0", kind: kindInt, help: "keep at most the last N non-system messages of every history (whole tool-call units); 0 keeps all that fit"})
 	ToolResultMaxTokens      = add(Setting{env: "TOOL_RESULT_MAX_TOKENS", def: "16384", kind: kindInt, help: "when a history does not fit, tool results longer than this are shortened in the middle first; 0 never shortens"})

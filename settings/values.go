@@ -3,6 +3,7 @@ package settings
 import (
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"net/url"
 	"slices"
@@ -46,6 +47,15 @@ func (r *resolver) dur(s *Setting) time.Duration {
 		r.bad(s, rule)
 	}
 	return d
+}
+
+// decimal reads a number of 0 or more, such as 2.50.
+func (r *resolver) decimal(s *Setting) float64 {
+	n, err := strconv.ParseFloat(strings.TrimSpace(r.v[s].Raw), 64)
+	if err != nil || !(n >= 0) || math.IsInf(n, 0) {
+		r.bad(s, "must be a number of 0 or more, such as 2.50")
+	}
+	return n
 }
 
 // positiveDur reads a duration that must be more than 0.
@@ -202,6 +212,8 @@ var fieldSettings = map[string]*Setting{
 	"Resume.MaxBytes":            ResumeMaxBytes,
 	"Resume.MemoryBytes":         ResumeMemoryBytes,
 	"ResponsesTTL":               ResponsesTTL,
+	"HostedTools":                HostedTools,
+	"ReasoningKey":               ReasoningKey,
 }
 
 // proxyErrors names the setting of each field the proxy found wrong, as

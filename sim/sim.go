@@ -23,8 +23,9 @@ import (
 
 // Names of the simulated models.
 const (
-	// Model answers like a well-behaved model: it calls the first declared
-	// tool once, then answers from the tool result.
+	// Model answers like a well-behaved model: it calls the declared tool
+	// that fits the user's message best once, with arguments its schema
+	// accepts, then answers from the tool result.
 	Model = "phasegate-sim"
 	// LoopingModel plays a looping DeepSeek: it bursts parallel calls,
 	// repeats executed calls, sends malformed arguments and calls tools
@@ -84,10 +85,12 @@ func modelList() Reply {
 	return Reply{Body: b}
 }
 
-// model answers GET /models/{id}: the model object of a simulated model,
-// else 404 model_not_found, as OpenAI answers an unknown model.
+// model answers GET /models/{id}: the model object of any name, since the
+// simulated model serves every model name (deepseek-v4-flash as well as
+// phasegate-sim); a path that names no model is 404 model_not_found, as
+// OpenAI answers an unknown model.
 func model(id string) Reply {
-	if !isModel(id) {
+	if id == "" || strings.ContainsAny(id, "/?# ") {
 		return Error(http.StatusNotFound, "the model `"+id+"` does not exist", "invalid_request_error", "model_not_found")
 	}
 	b, _ := json.Marshal(modelObject(id))
@@ -213,7 +216,7 @@ func decide(req *chat.Request) turn {
 		}
 		return turn{reasoning: "The tool answered; summarise it.", text: "Simulated answer from the tool result: " + result}
 	case len(req.Tools) > 0 && !toolChoiceNone(req):
-		t := req.Tools[0].Function
+		t := bestTool(req)
 		return turn{reasoning: "A tool can answer this; call it.", call: &chat.ToolCall{
 			ID: "call_sim_1", Type: "function", Function: chat.FunctionCall{Name: t.Name, Arguments: exampleArguments(t.Parameters)}}}
 	default:
@@ -233,48 +236,16 @@ func toolChoiceNone(req *chat.Request) bool {
 	return ok && string(raw) == `"none"`
 }
 
-// exampleArguments builds arguments that satisfy a JSON Schema's required
-// properties of simple types.
-func exampleArguments(schema json.RawMessage) string {
-	var s struct {
-		Properties map[string]struct {
-			Type any   `json:"type"`
-			Enum []any `json:"enum"`
-		} `json:"properties"`
-		Required []string `json:"required"`
-	}
-	_ = json.Unmarshal(schema, &s)
-	args := map[string]any{}
-	names := append([]string(nil), s.Required...)
-	sort.Strings(names)
-	for _, name := range names {
-		p := s.Properties[name]
-		if len(p.Enum) > 0 {
-			args[name] = p.Enum[0]
-			continue
-		}
-		switch fmt.Sprint(p.Type) {
-		case "integer", "number":
-			args[name] = 1
-		case "boolean":
-			args[name] = true
-		case "array":
-			args[name] = []any{}
-		case "object":
-			args[name] = map[string]any{}
-		default:
-			args[name] = "example"
-		}
-	}
-	b, _ := json.Marshal(args)
-	return string(b)
-}
-
+// answer is the simulated models' answer to req. It names the model req
+// asked for, whatever it is, as the Responses door does: one identity rule
+// on every door. The scripted agents' calls are made calls of the tools
+// req declares.
 func answer(req *chat.Request) Reply {
 	say := decide(req)
-	model := Model
-	if isModel(req.Model) {
-		model = req.Model
+	model := req.Model
+	if (req.Model == SessionModel || req.Model == VerifyModel) && say.call != nil {
+		c := onDeclared(req, *say.call)
+		say.call = &c
 	}
 	prompt, completion := 0, len(strings.Fields(say.text))+len(strings.Fields(say.reasoning))
 	for _, m := range req.Messages {

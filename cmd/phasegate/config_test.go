@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"flag"
+	"io"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -200,6 +201,7 @@ func TestInvalid(t *testing.T) {
 		{name: "URL without host", env: map[string]string{"OPENAI_BASE_URL": "https://"}, wantIn: "OPENAI_BASE_URL=https://: must be"},
 		{name: "bad URL in the file", file: "openai_base_url: not a url\n", wantIn: `:2: openai_base_url: "not a url": must be an http:// or https:// URL`},
 		{name: "bad guard mode", env: map[string]string{"GUARD_MODE": "watch"}, wantIn: "GUARD_MODE=watch: must be enforce or observe"},
+		{name: "bad hosted tools", env: map[string]string{"HOSTED_TOOLS": "keep"}, wantIn: "HOSTED_TOOLS=keep: must be drop or refuse"},
 		{name: "bad guard mode of a model", file: "guard:\n  modes:\n    gpt-*: audit\n", wantIn: `:4: guard: modes: gpt-*: must be enforce or observe`},
 		{name: "bad guard mode of a project", file: "guard:\n  projects:\n    payments: [enforce]\n", wantIn: `:4: guard: projects: payments: must be enforce or observe`},
 		{name: "guard projects as a list", file: "guard:\n  projects: [payments]\n", wantIn: ":3: guard: projects must be a mapping of project names to enforce or observe"},
@@ -446,6 +448,7 @@ func TestHelpCommands(t *testing.T) {
 		{args: []string{"demo", "--help"}, wantIn: "Usage:\n  phasegate demo [flags]"},
 		{args: []string{"help", "demo"}, wantIn: "Usage:\n  phasegate demo [flags]"},
 		{args: []string{"--version"}, wantIn: "phasegate "},
+		{args: []string{"version"}, wantIn: "phasegate "},
 	}
 	for _, tt := range tests {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
@@ -464,7 +467,7 @@ func TestHelpCommands(t *testing.T) {
 }
 
 // TestVersion checks --version reports the version, commit and Go
-// version from the build information.
+// version from the build information, and `phasegate version` the same.
 func TestVersion(t *testing.T) {
 	var stdout strings.Builder
 	if _, err := parseOptions(serveCommand, []string{"--version"}, env(nil), &stdout); !errors.Is(err, flag.ErrHelp) {
@@ -478,6 +481,10 @@ func TestVersion(t *testing.T) {
 	want := regexp.MustCompile(`^phasegate \S+, commit \S+( \(modified\))?, built with ` + regexp.QuoteMeta(bi.GoVersion) + `$`)
 	if !want.MatchString(got) {
 		t.Errorf("--version = %q, want it to match %s", got, want)
+	}
+	var sub strings.Builder
+	if err := dispatch(t.Context(), []string{"version"}, env(nil), &sub, io.Discard); err != nil || sub.String() != stdout.String() {
+		t.Errorf("phasegate version = %q, %v; want %q as --version prints", sub.String(), err, stdout.String())
 	}
 }
 
@@ -553,6 +560,8 @@ func TestProxyFieldErrorsAsWritten(t *testing.T) {
 		{name: "pass-through rule from the file", file: "\npassthrough_endpoints: FETCH /models\n", want: `:2: passthrough_endpoints: "FETCH /models": `},
 		{name: "forwarded header from the environment", env: map[string]string{"FORWARD_HEADERS": "Cookie"}, want: `FORWARD_HEADERS=Cookie: "Cookie" would forward Cookie`},
 		{name: "client key bound to a kept name, from the file", file: "phasegate_api_keys: k1,k2:key-1\ndeepseek_api_key: sk-x\n", want: ":1: phasegate_api_keys: [redacted]: client key 2 is bound"},
+		{name: "reasoning key too short, from the environment", env: map[string]string{"REASONING_KEY": "c2hvcnQta2V5"}, want: "REASONING_KEY=[redacted]: must be 32 bytes in base64 (openssl rand -base64 32), got 9 bytes"},
+		{name: "reasoning key not base64, from the file", file: "reasoning_key: not*base64\n", want: ":1: reasoning_key: [redacted]: must be base64"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -564,7 +573,7 @@ func TestProxyFieldErrorsAsWritten(t *testing.T) {
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Fatalf("error %v, want it to say %q", err, tt.want)
 			}
-			for _, goTerm := range []string{"invalid configuration", "TrustedProxies", "MaxInflightBytes", "PassThrough", "ForwardHeaders", "ClientKeys"} {
+			for _, goTerm := range []string{"invalid configuration", "TrustedProxies", "MaxInflightBytes", "PassThrough", "ForwardHeaders", "ClientKeys", "ReasoningKey", "c2hvcnQta2V5", "not*base64"} {
 				if strings.Contains(err.Error(), goTerm) {
 					t.Errorf("error %q names the proxy's field (%q), not the setting", err, goTerm)
 				}

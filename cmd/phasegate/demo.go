@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -40,11 +41,19 @@ cosmetic execute_code verification loop.
 Usage:
   phasegate demo [flags]
 
-The demo serves only the simulated models, on a free loopback port: provider
-settings and LISTEN_ADDR are ignored. It uses the guard's settings below as
-given, except that MAX_PHASE_CYCLES is raised to 6 if lower and
-REPEATABLE_TOOLS defaults to run_tests; it prints the settings it uses first.
-`}
+The demo serves only the simulated models, on a free loopback port, and
+reads only the settings below (as flags or variables; no config file). It
+always shows the guard enforcing, under the strict profile but for its two
+agent scenarios: GUARD_MODE, GUARD_PROFILE and every other setting of the
+gateway are ignored, and it says so when they are set. MAX_PHASE_CYCLES is
+raised to 6 if lower and REPEATABLE_TOOLS defaults to run_tests; it prints
+the guard it runs with first.
+`, reads: []*settings.Setting{settings.MaxPhaseCycles, settings.MaxDuplicateAttempts, settings.RepeatableTools,
+	settings.ShowNotices, settings.AgentMaxPhaseCycles, settings.MaxEnvelopeRetries, settings.GuardRulesNotice, settings.LogLevel}}
+
+// demoIgnored are the settings the demo ignores that would change what it
+// shows: it says so when the environment sets them.
+var demoIgnored = []*settings.Setting{settings.GuardMode, settings.GuardProfile, settings.TwoStageEnabled, settings.DefaultProtocol}
 
 // demoSettings says which guard settings the demo runs with and where
 // each came from.
@@ -72,6 +81,7 @@ func demoSettings(o options) string {
 		repeatable = "set by the demo, for scenario 3"
 	}
 	var b strings.Builder
+	fmt.Fprintf(&b, "The guard in this demo:\n%s", effectiveGuard(o).text("  "))
 	fmt.Fprintf(&b, "Settings of the guard in this demo (phasegate demo --help says how to change them):\n")
 	fmt.Fprintf(&b, "  MAX_PHASE_CYCLES=%d (%s)\n", o.MaxPhaseCycles, from(settings.MaxPhaseCycles, cycles))
 	fmt.Fprintf(&b, "  MAX_DUPLICATE_ATTEMPTS=%d (%s)\n", o.MaxDuplicateAttempts, from(settings.MaxDuplicateAttempts, ""))
@@ -80,10 +90,12 @@ func demoSettings(o options) string {
 	return b.String()
 }
 
-// demoOptions turns the guard on, with the budgets and profiles its
-// scenarios need.
+// demoOptions turns the guard on, enforcing, with the budgets and
+// profiles its scenarios need.
 func demoOptions(o *options) {
 	o.TwoStage = true
+	o.Proxy.GuardMode, o.Proxy.GuardModes, o.Proxy.GuardProjectModes = protocol.ModeEnforce, nil, nil
+	o.Proxy.GuardProfile = protocol.ProfileStrict
 	// The test-rerun scenario needs its tool to be repeatable, and room for
 	// its five runs. Both are said before anything runs.
 	if len(o.RepeatableTools) == 0 {
@@ -94,35 +106,22 @@ func demoOptions(o *options) {
 	}
 	// The agent scenarios run under the agent profile; their strict run
 	// asks for the default's rules with the headers that tighten them.
-	o.Proxy.GuardProfiles = append([]proxy.ProfileRule{
+	o.Proxy.GuardProfiles = []proxy.ProfileRule{
 		{Pattern: sim.SessionModel, Profile: protocol.ProfileAgent},
 		{Pattern: sim.VerifyModel, Profile: protocol.ProfileAgent},
-	}, o.Proxy.GuardProfiles...)
+	}
 }
 
 // runDemo starts a gateway on the simulated looping model, on loopback,
 // and runs a short agent through it twice: with the standard protocol and
 // with the guard, printing what reaches the client each time.
 func runDemo(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	// The demo always serves the simulated model, whatever the environment
-	// says about providers, and listens on a free loopback port.
-	demoEnv := func(name string) string {
-		switch {
-		case name == "LISTEN_ADDR":
-			return "127.0.0.1:0"
-		case name == "PROVIDERS" || strings.HasPrefix(name, "DEEPSEEK_") || strings.HasPrefix(name, "OPENAI_"):
-			return ""
-		case name == "LOG_LEVEL" && getenv(name) == "":
-			return "error"
-		}
-		return getenv(name)
-	}
-	o, err := parseOptions(demoCommand, args, demoEnv, stdout)
+	o, err := parseOptions(demoCommand, args, demoEnv(getenv), stdout)
 	if err != nil {
 		return err
 	}
 	demoOptions(&o)
-	fmt.Fprint(stdout, demoSettings(o))
+	fmt.Fprint(stdout, demoIgnoredNote(getenv), demoSettings(o))
 	h, closeShared, err := newHandler(ctx, o, newLogger(stderr, o.LogLevel, o.Redactor), nil)
 	if err != nil {
 		return err
@@ -152,6 +151,41 @@ func runDemo(ctx context.Context, args []string, getenv func(string) string, std
 	}
 	fmt.Fprintf(stdout, "\n%s\n", demoNext(getenv))
 	return nil
+}
+
+// demoEnv is the environment as the demo reads it: only its own settings,
+// the simulated models whatever the providers, a free loopback port, and
+// errors only in the log unless LOG_LEVEL says otherwise.
+func demoEnv(getenv func(string) string) func(string) string {
+	return func(name string) string {
+		switch name {
+		case "LISTEN_ADDR":
+			return "127.0.0.1:0"
+		case "LOG_LEVEL":
+			if getenv(name) == "" {
+				return "error"
+			}
+		}
+		if !slices.ContainsFunc(demoCommand.reads, func(s *settings.Setting) bool { return s.Env() == name }) {
+			return ""
+		}
+		return getenv(name)
+	}
+}
+
+// demoIgnoredNote says which of the settings that would change what the
+// demo shows the environment sets, and that the demo ignores them.
+func demoIgnoredNote(getenv func(string) string) string {
+	var set []string
+	for _, s := range demoIgnored {
+		if v := getenv(s.Env()); v != "" {
+			set = append(set, s.Env()+"="+v)
+		}
+	}
+	if len(set) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("Ignored by the demo, which always shows the guard enforcing: %s (set in the environment; `phasegate` itself obeys them).\n", strings.Join(set, ", "))
 }
 
 // demoRoute is one way the scripted agent reaches the gateway.

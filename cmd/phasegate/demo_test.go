@@ -23,7 +23,7 @@ func TestDemo(t *testing.T) {
 		t.Fatalf("runDemo: %v\n%s", err, out.String())
 	}
 	text := out.String()
-	if !strings.HasPrefix(text, "Settings of the guard in this demo") || !strings.Contains(text, "MAX_PHASE_CYCLES=6 (raised by the demo from 3") {
+	if !strings.HasPrefix(text, "The guard in this demo:\n  guard_mode=enforce") || !strings.Contains(text, "MAX_PHASE_CYCLES=6 (raised by the demo from 3") {
 		t.Errorf("the demo does not start by saying its settings:\n%s", text)
 	}
 	sections := strings.Split(text, "== with the guard")
@@ -107,5 +107,31 @@ func demoAgentScenarios(t *testing.T, text string) {
 	if wasted := strings.Count(agent, "agent runs execute_code") - 1; wasted > 3 || !strings.Contains(agent, "done: an answer") ||
 		!strings.Contains(agent, "its last two runs, the same but for form, gave the same result") {
 		t.Errorf("the cosmetic loop under the agent profile was not stopped within 3 wasted runs (%d):\n%s", wasted, agent)
+	}
+}
+
+// TestDemoIgnoresGuardSettingsFromShell: the demo shows the guard acting
+// whatever GUARD_MODE and GUARD_PROFILE say in the shell, and says it
+// ignores them: under observe mode its guarded runs would loop like the
+// unguarded ones.
+func TestDemoIgnoresGuardSettingsFromShell(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	var out bytes.Buffer
+	getenv := env(map[string]string{"GUARD_MODE": "observe", "GUARD_PROFILE": "agent", "TWO_STAGE_ENABLED": "false"})
+	if err := runDemo(ctx, nil, getenv, &out, io.Discard); err != nil {
+		t.Fatalf("runDemo: %v\n%s", err, out.String())
+	}
+	text := out.String()
+	first, _, _ := strings.Cut(text, "\n")
+	if want := "Ignored by the demo, which always shows the guard enforcing: GUARD_MODE=observe, GUARD_PROFILE=agent, TWO_STAGE_ENABLED=false"; !strings.HasPrefix(first, want) {
+		t.Errorf("the demo's first line is %q, want it to start %q", first, want)
+	}
+	if !strings.Contains(text, "guard_mode=enforce") || !strings.Contains(text, "guard_profile=strict") {
+		t.Errorf("the demo's header does not show the guard enforcing, strict:\n%s", text)
+	}
+	looping := strings.SplitN(strings.SplitN(text, "== with the guard", 2)[1], "#####", 2)[0]
+	if !strings.Contains(looping, "**System Notice**: refused") || strings.Contains(looping, "stopped by the demo") {
+		t.Errorf("the looping model's guarded run is not guarded:\n%s", looping)
 	}
 }

@@ -16,7 +16,8 @@ import (
 var environ = os.Environ
 
 // logStart logs what an operator checks first: the address, the
-// providers, the guard's effective budgets, and the variables of the
+// providers, the guard in force (mode, profile, the rules per project
+// and per model) and its budgets, and the variables of the
 // environment that look like misspelt settings (their values are never
 // logged: one may be a key).
 func logStart(log *slog.Logger, o options, addr net.Addr) {
@@ -38,6 +39,7 @@ func logStart(log *slog.Logger, o options, addr net.Addr) {
 	if p, ok := o.Port(); ok {
 		log.Info("listening on PORT, as LISTEN_ADDR is not set", "port", p)
 	}
+	effectiveGuard(o).log(log)
 	log.Info("guard budgets", "max_phase_cycles", o.MaxPhaseCycles, "max_duplicate_attempts", o.MaxDuplicateAttempts,
 		"max_tools_per_tool_phase", 1, "max_envelope_retries", o.EnvelopeRetries,
 		"repeatable_tools", o.RepeatableTools, "plan_tools", o.PlanTools,

@@ -71,7 +71,8 @@ func TestHealthcheckReadsAddrAsGateway(t *testing.T) {
 }
 
 // TestHealthcheckHelp: the top-level help lists the healthcheck, and the
-// healthcheck's own help is phasegate's, on stdout, exit 0.
+// healthcheck's own help is phasegate's, on stdout, exit 0, its flags
+// spelt --name as the main help spells them.
 func TestHealthcheckHelp(t *testing.T) {
 	t.Parallel()
 	stdout, _, code := runBinary(t, nil, "--help")
@@ -81,7 +82,8 @@ func TestHealthcheckHelp(t *testing.T) {
 	for _, args := range [][]string{{"healthcheck", "--help"}, {"help", "healthcheck"}} {
 		stdout, stderr, code := runBinary(t, nil, args...)
 		if code != 0 || stderr != "" || !strings.HasPrefix(stdout, "phasegate healthcheck: ") ||
-			!strings.Contains(stdout, "-url string") || !strings.Contains(stdout, "LISTEN_ADDR") {
+			!strings.Contains(stdout, "\n  --url string\n") || !strings.Contains(stdout, "\n  --timeout duration\n") ||
+			strings.Contains(stdout, "\n  -url") || !strings.Contains(stdout, "LISTEN_ADDR") {
 			t.Errorf("phasegate %s: exit %d, stderr %q, stdout:\n%s", strings.Join(args, " "), code, stderr, stdout)
 		}
 	}

@@ -39,6 +39,18 @@ func (v *rawValue) IsBoolFlag() bool { return v.s.IsBool() }
 type command struct {
 	name  string // as the user types it: "phasegate", "phasegate demo"
 	intro string // the first paragraphs of --help
+	// reads are the settings the command reads, each a flag and a
+	// variable; nil is every setting and the config file. A command that
+	// lists its settings takes no config file.
+	reads []*settings.Setting
+}
+
+// settings are the settings cmd reads.
+func (cmd command) settings() []*settings.Setting {
+	if cmd.reads == nil {
+		return settings.All()
+	}
+	return cmd.reads
 }
 
 var serveCommand = command{name: "phasegate", intro: `phasegate: an OpenAI-compatible gateway that guards agent tool loops.
@@ -49,7 +61,7 @@ Usage:
   phasegate healthcheck      exit 0 if the gateway at LISTEN_ADDR is ready (a container's
                              health check; phasegate healthcheck --help says more)
   phasegate help             this help
-  phasegate --version        version, commit and Go version
+  phasegate version          version, commit and Go version (also --version)
 
 Every setting is a flag, an environment variable and a key of the YAML file
 given with --config; a flag wins over the environment, which wins over the
@@ -65,10 +77,13 @@ func parseOptions(cmd command, args []string, getenv func(string) string, stdout
 	// output; errors are returned instead, once, and help goes to stdout.
 	fs.SetOutput(io.Discard)
 	fs.Usage = func() {}
-	configPath := fs.String("config", "", "YAML config file (environment CONFIG)")
+	configPath := new(string)
+	if cmd.reads == nil {
+		fs.StringVar(configPath, "config", "", "YAML config file (environment CONFIG)")
+	}
 	version := fs.Bool("version", false, "print the version, commit and Go version, and exit")
 	flags := map[string]*rawValue{}
-	for _, s := range settings.All() {
+	for _, s := range cmd.settings() {
 		flags[s.Flag()] = &rawValue{s: s}
 		fs.Var(flags[s.Flag()], s.Flag(), s.Help())
 	}
@@ -86,7 +101,10 @@ func parseOptions(cmd command, args []string, getenv func(string) string, stdout
 	if fs.NArg() > 0 {
 		return options{}, fmt.Errorf("unexpected argument %q (flags take --name=value; %s --help lists them)", fs.Arg(0), cmd.name)
 	}
-	in := settings.Input{Flags: map[*settings.Setting]string{}, ConfigPath: getenv("CONFIG"), Getenv: getenv}
+	in := settings.Input{Flags: map[*settings.Setting]string{}, Getenv: getenv}
+	if cmd.reads == nil {
+		in.ConfigPath = getenv("CONFIG")
+	}
 	fs.Visit(func(f *flag.Flag) {
 		if v, ok := flags[f.Name]; ok {
 			in.Flags[v.s] = v.raw
@@ -102,8 +120,11 @@ func parseOptions(cmd command, args []string, getenv func(string) string, stdout
 func flagError(cmd command, err error) error {
 	msg := err.Error()
 	if name, ok := strings.CutPrefix(msg, "flag provided but not defined: -"); ok {
-		known := []string{"config", "version", "help"}
-		for _, s := range settings.All() {
+		known := []string{"version", "help"}
+		if cmd.reads == nil {
+			known = append(known, "config")
+		}
+		for _, s := range cmd.settings() {
 			known = append(known, s.Flag())
 		}
 		return fmt.Errorf("unknown flag --%s%s (%s --help lists every flag)", name, settings.DidYouMean(name, known, "--"), cmd.name)
@@ -115,28 +136,20 @@ func flagError(cmd command, err error) error {
 }
 
 // printHelp writes the help: the command's introduction, then every flag
-// with its type, default, environment variable and file key, in the
-// layout of flag.PrintDefaults.
+// it reads with its type, default, environment variable and file key, in
+// the layout of flag.PrintDefaults with the flags spelt --name.
 func printHelp(w io.Writer, cmd command) {
 	fmt.Fprintf(w, "%s\nFlags:\n", cmd.intro)
-	line := func(name, typ, help, def, also string) {
-		fmt.Fprintf(w, "  --%s", name)
-		if typ != "" {
-			fmt.Fprintf(w, " %s", typ)
-		}
-		fmt.Fprintf(w, "\n    \t%s", help)
-		if def != "" {
-			fmt.Fprintf(w, " (default %s)", def)
-		}
-		if also != "" {
-			fmt.Fprintf(w, "\n    \t%s", also)
-		}
-		fmt.Fprintln(w)
+	if cmd.reads == nil {
+		helpLine(w, "config", "string", "YAML config file", "", "environment CONFIG")
 	}
-	line("config", "string", "YAML config file", "", "environment CONFIG")
-	line("version", "", "print the version, commit and Go version, and exit", "", "")
-	for _, s := range settings.All() {
-		line(s.Flag(), s.TypeName(), s.Help(), s.HelpDefault(), "environment "+s.Env()+", file key "+s.Key())
+	helpLine(w, "version", "", "print the version, commit and Go version, and exit", "", "")
+	for _, s := range cmd.settings() {
+		also := "environment " + s.Env()
+		if cmd.reads == nil {
+			also += ", file key " + s.Key()
+		}
+		helpLine(w, s.Flag(), s.TypeName(), s.Help(), s.HelpDefault(), also)
 	}
 	fmt.Fprintf(w, "\nDurations take a unit (30s, 2m, 1h); a boolean flag alone means true (--%s=false to turn one off).\n", "show-notices")
 }
@@ -169,4 +182,22 @@ func versionLine() string {
 		commit = stampCommit
 	}
 	return fmt.Sprintf("phasegate %s, commit %s, built with %s", version, commit, goVersion)
+}
+
+// helpLine writes one flag of a help: --name, its type, what it does, its
+// default and where else it may be set, as every command's help writes
+// them.
+func helpLine(w io.Writer, name, typ, help, def, also string) {
+	fmt.Fprintf(w, "  --%s", name)
+	if typ != "" {
+		fmt.Fprintf(w, " %s", typ)
+	}
+	fmt.Fprintf(w, "\n    \t%s", help)
+	if def != "" {
+		fmt.Fprintf(w, " (default %s)", def)
+	}
+	if also != "" {
+		fmt.Fprintf(w, "\n    \t%s", also)
+	}
+	fmt.Fprintln(w)
 }

@@ -41,8 +41,8 @@ func runHealthcheck(ctx context.Context, args []string, getenv func(string) stri
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			fmt.Fprint(stdout, healthcheckUsage)
-			fs.SetOutput(stdout)
-			fs.PrintDefaults()
+			helpLine(stdout, "url", "string", "readiness URL to ask", "/readyz at LISTEN_ADDR on loopback", "")
+			helpLine(stdout, "timeout", "duration", "how long to wait for the answer", timeout.String(), "")
 			return err
 		}
 		return fmt.Errorf("healthcheck: %w (phasegate healthcheck --help lists its flags)", err)

@@ -68,6 +68,8 @@ func dispatch(ctx context.Context, args []string, getenv func(string) string, st
 	switch {
 	case len(args) > 0 && args[0] == "demo":
 		err = runDemo(ctx, args[1:], getenv, stdout, stderr)
+	case len(args) == 1 && args[0] == "version":
+		_, err = fmt.Fprintln(stdout, versionLine())
 	case len(args) > 0 && args[0] == "healthcheck":
 		err = runHealthcheck(ctx, args[1:], getenv, stdout)
 	case len(args) > 0 && args[0] == "help":
@@ -277,6 +279,7 @@ func newHandler(ctx context.Context, o options, log *slog.Logger, tp *sdktrace.T
 	if o.ThinkingRepair {
 		opts.Thinking = proxy.LocalReasoning(deepseek.NewReasoningMemory(o.ThinkingBytes, o.ThinkingTTL))
 	}
+	opts.Sessions = store.NewMemorySessions(o.SessionMemoryBytes, store.DefaultMaxSessions)
 	closeRedis, err := openShared(ctx, o, log, &opts)
 	if err != nil {
 		return nil, nil, err
@@ -347,6 +350,7 @@ func openShared(ctx context.Context, o options, log *slog.Logger, opts *proxy.Op
 		opts.Thinking = store.NewReasoning(r, o.ThinkingBytes, o.ThinkingTTL)
 	}
 	opts.Limiter = store.NewRedisLimiter(r)
+	opts.Sessions = store.NewRedisSessions(r)
 	opts.Streams = store.NewRedisStreams(r, o.Proxy.WithDefaults().Resume.TTL)
 	opts.Responses = store.NewRedisResponses(r, o.Proxy.WithDefaults().ResponsesTTL, proxy.DefaultResponsesMemoryBytes)
 	return func() { _ = r.Close() }, nil

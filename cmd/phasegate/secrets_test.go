@@ -15,7 +15,8 @@ import (
 
 // The secrets of TestNoSecretLeaks, one of each shape: an sk- key, a gsk_
 // key, a key with no prefix, a key with characters JSON escapes (and
-// HTML-safe JSON escapes again), an admin key, and a Redis password. Each
+// HTML-safe JSON escapes again), an admin key, a Redis password, and the
+// key that seals reasoning (32 bytes in base64). Each
 // holds a run of letters and digits (its core) that no escaping changes
 // and no other text holds: a core found anywhere is a leak, however the
 // key was written.
@@ -26,6 +27,7 @@ var leakSecrets = []struct{ value, core string }{
 	{"pg+<Yt6Er8Wq3Zk&Ui0Op>-Sd3Fg-Hj5", "Yt6Er8Wq3Zk"},
 	{"adm-Zx4Cv6Bn8Mm1Aa3Ss5", "Zx4Cv6Bn8Mm1Aa3Ss5"},
 	{"rp-Gg7Hh9Jj2Kk4Ll6Dd8", "Gg7Hh9Jj2Kk4Ll6Dd8"},
+	{"Rq4Tz8Wn2Yp6Lc9Vb3Mx7Kd1Hs5Gf0Ja8Ue2Io6Pk4Q=", "Rq4Tz8Wn2Yp6Lc9Vb3Mx7Kd1Hs5Gf0Ja8Ue2Io6Pk4Q"},
 }
 
 // leakEcho writes every secret in every way an upstream may quote it
@@ -159,7 +161,7 @@ func TestNoSecretLeaks(t *testing.T) {
 	g := start(t, nil, map[string]string{
 		"PROVIDERS": "deepseek,openai", "DEEPSEEK_BASE_URL": usrv.URL, "DEEPSEEK_API_KEY": s(0), "OPENAI_BASE_URL": usrv.URL, "OPENAI_API_KEY": s(1),
 		"PHASEGATE_API_KEYS": s(2) + ":proj-a," + s(3) + ":proj-b", "ADMIN_API_KEY": s(4),
-		"REDIS_URL": "redis://default:" + s(5) + "@127.0.0.1:1/0", "UPSTREAM_RETRIES": "0",
+		"REDIS_URL": "redis://default:" + s(5) + "@127.0.0.1:1/0", "REASONING_KEY": s(6), "UPSTREAM_RETRIES": "0",
 		"LOG_LEVEL": "debug", "OTEL_TRACES_EXPORTER": "console",
 	})
 	type exchange struct {

@@ -255,13 +255,23 @@ describe('openai SDK, responses.create and responses.stream', () => {
     assert.equal(stored.output_text, text, 'the stored response says what the joined stream said');
   });
 
-  rtest('platform tools and background mode are refused with a 400 naming them', async () => {
+  rtest('a platform tool is dropped and named, or refused under HOSTED_TOOLS=refuse; background mode is refused with a 400 naming it', async () => {
     const c = client(simRec);
-    await assert.rejects(c.responses.create({ model: 'phasegate-sim', input: 'hi', tools: [{ type: 'web_search' }] }), (err) => {
-      assert.equal(err.status, 400);
-      assert.match(err.message, /web_search/);
-      return true;
-    });
+    const { data: res, response } = await c.responses.create({ model: 'phasegate-sim', input: 'hi', tools: [{ type: 'web_search' }] }).withResponse();
+    assert.equal(res.status, 'completed');
+    assert.equal(response.headers.get('x-phasegate-dropped'), 'tools[0].type=web_search');
+    assert.deepEqual(res.tools, [], 'the response repeats no tool the model did not have');
+    const refusing = await startGateway({ HOSTED_TOOLS: 'refuse', SHUTDOWN_DRAIN_DELAY: '0s' });
+    try {
+      const r = new OpenAI({ apiKey: 'sk-e2e-responses-client', baseURL: `${refusing.root}/v1`, maxRetries: 0, timeout: 20_000 });
+      await assert.rejects(r.responses.create({ model: 'phasegate-sim', input: 'hi', tools: [{ type: 'web_search' }] }), (err) => {
+        assert.equal(err.status, 400);
+        assert.match(err.message, /web_search/);
+        return true;
+      });
+    } finally {
+      assert.deepEqual(await refusing.stop(), { code: 0, signal: null }, `gateway exit after SIGTERM; logs:\n${refusing.logs()}`);
+    }
     await assert.rejects(c.responses.create({ model: 'phasegate-sim', input: 'hi', background: true }), (err) => {
       assert.equal(err.status, 400);
       assert.match(err.message, /background/);

@@ -1,0 +1,141 @@
+package proxy_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	openai "github.com/sashabaranov/go-openai"
+
+	"github.com/phasegate/phasegate/internal/redistest"
+	"github.com/phasegate/phasegate/metrics"
+	"github.com/phasegate/phasegate/protocol"
+	"github.com/phasegate/phasegate/proxy"
+	"github.com/phasegate/phasegate/proxy/proxytest"
+	"github.com/phasegate/phasegate/session"
+	"github.com/phasegate/phasegate/store"
+)
+
+// sessReplicas are gateways in front of one simulated upstream, each with
+// its own connection to the Redis of srv, as replicas in their own
+// processes.
+func sessReplicas(t *testing.T, srv *redistest.Server, sess proxy.Sessions, n int) []*sessStack {
+	t.Helper()
+	up, usrv := proxytest.NewServer(t, proxytest.Simulated())
+	var out []*sessStack
+	for range n {
+		reg := prometheus.NewRegistry()
+		m := metrics.New(reg, []string{"openai"}, sessModel)
+		r, err := store.OpenRedisWith(srv.URL, store.RedisOptions{Observer: m})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = r.Close() })
+		cfg := proxy.Config{Providers: []proxy.Provider{{Name: "openai", BaseURL: usrv.URL + "/v1"}}, GuardProfile: protocol.ProfileAgent,
+			AdminAPIKey: adminKey, Sessions: sess}
+		h, err := proxy.New(cfg, proxy.Options{Metrics: m, Gatherer: reg, DefaultProtocol: proxy.ProtocolTwoStage,
+			TwoStage: protocol.NewTwoStage(protocol.TwoStageConfig{Metrics: m}, nil), Sessions: store.NewRedisSessions(r)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(h.Close)
+		out = append(out, &sessStack{gw: newTestServer(t, h), up: up, reg: reg})
+	}
+	return out
+}
+
+// alternating runs one turn of session id, each request to the next
+// replica in turn.
+func alternating(t *testing.T, ctx context.Context, replicas []*sessStack, id string, stream bool) []sessReply {
+	t.Helper()
+	agents := make([]*sessAgent, len(replicas))
+	for i, r := range replicas {
+		agents[i] = r.agent("", id, stream, nil)
+	}
+	msgs := userMessage("Fix the rounding bug.")
+	var replies []sessReply
+	for i := range 30 {
+		r, err := agents[i%len(agents)].send(ctx, msgs)
+		if err != nil {
+			t.Fatalf("request %d: %v", i+1, err)
+		}
+		replies = append(replies, r)
+		if len(r.calls) == 0 {
+			return replies
+		}
+		msgs = append(msgs, openai.ChatCompletionMessage{Role: openai.ChatMessageRoleAssistant, ToolCalls: r.calls},
+			openai.ChatCompletionMessage{Role: openai.ChatMessageRoleTool, ToolCallID: r.calls[0].ID, Content: fmt.Sprintf("result %d", i)})
+	}
+	t.Fatal("no answer after 30 requests")
+	return nil
+}
+
+// TestSessionReplicasShareCounters: two replicas on one redis-server
+// count one session together, whichever serves each request, and an
+// operator's stop on one holds on the other.
+func TestSessionReplicasShareCounters(t *testing.T) {
+	srv := redistest.Start(t)
+	rs := sessReplicas(t, srv, budget(session.Budget{ToolCalls: 3}), 2)
+	ctx := testContext(t)
+	for _, stream := range []bool{false, true} {
+		id := fmt.Sprintf("shared-%v", stream)
+		replies := alternating(t, ctx, rs, id, stream)
+		if got := calls(replies); got != 3 {
+			t.Fatalf("stream=%v: tool calls run = %d across the replicas, want 3", stream, got)
+		}
+		checkForcedFinal(t, replies, session.CapToolCalls, 3)
+		for i, r := range rs {
+			if v, status := r.adminView(t, ctx, id, nil); status != http.StatusOK || v["tool_calls"] != float64(3) || v["requests"] != float64(4) {
+				t.Errorf("replica %d's view of the session: %d %v, want 3 calls in 4 requests", i, status, v)
+			}
+		}
+	}
+	if status, _ := rs[0].adminDo(t, ctx, http.MethodPost, "/admin/sessions/halt-1/stop", true); status != http.StatusOK {
+		t.Fatalf("stop on replica 0: %d", status)
+	}
+	checkForcedFinal(t, rs[1].agent("", "halt-1", true, nil).turn(t, ctx, "Fix it."), session.CapStopped, 0)
+}
+
+// TestSessionRedisPaused pauses Redis (SIGSTOP: a hang, not a refusal):
+// with SESSION_FAIL_OPEN the session's requests are served, unchecked, and
+// the breaker opens; without, they are a 503 with Retry-After.
+func TestSessionRedisPaused(t *testing.T) {
+	srv := redistest.Start(t)
+	open := sessReplicas(t, srv, budget(session.Budget{ToolCalls: 100}), 1)[0]
+	closedSess := budget(session.Budget{ToolCalls: 100})
+	closedSess.FailOpen = false
+	closed := sessReplicas(t, srv, closedSess, 1)[0]
+	ctx := testContext(t)
+	if r, err := open.agent("", "paused-1", false, nil).send(ctx, userMessage("Fix it.")); err != nil || len(r.calls) != 1 {
+		t.Fatalf("before the pause: %v %+v", err, r)
+	}
+	srv.Pause(t)
+	defer srv.Continue(t)
+	for i := range 6 {
+		rctx, cancel := context.WithTimeout(ctx, 5e9)
+		r, err := open.agent("", "paused-1", i%2 == 0, nil).send(rctx, userMessage("Fix it."))
+		cancel()
+		if err != nil || len(r.calls) != 1 {
+			t.Fatalf("request %d with Redis paused, failing open: %v %+v; want the call served", i, err, r)
+		}
+	}
+	if got := sampled(t, open.reg, "phasegate_session_requests_total", "decision", "failed_open"); got != 6 {
+		t.Errorf("failed_open decisions = %v, want 6", got)
+	}
+	if got := sampled(t, open.reg, "phasegate_redis_breaker_transitions_total", "state", "open"); got < 1 {
+		t.Errorf("the breaker never opened with Redis paused")
+	}
+	_, err := closed.agent("", "paused-2", false, nil).send(ctx, userMessage("Fix it."))
+	var apiErr *openai.APIError
+	if !errors.As(err, &apiErr) || apiErr.HTTPStatusCode != http.StatusServiceUnavailable || apiErr.Code != "session_unavailable" {
+		t.Errorf("failing closed with Redis paused: %v, want a 503 session_unavailable", err)
+	}
+	resp := post(t, ctx, closed.gw, "/v1/chat/completions", `{"model":"`+sessModel+`","messages":[{"role":"user","content":"hi"}]}`,
+		http.Header{session.Header: {"paused-3"}})
+	if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == "" {
+		t.Errorf("a raw request failing closed: %d, Retry-After %q", resp.StatusCode, resp.Header.Get("Retry-After"))
+	}
+}
