@@ -137,12 +137,15 @@ var forwarded = []string{
 }
 
 // neverForwarded are the headers FORWARD_HEADERS cannot name: credentials
-// and billing selectors (which only upstreamAuth decides), and the
-// framing and routing headers the transport sets itself.
+// and billing selectors (which only upstreamAuth decides), the framing
+// and routing headers the transport sets itself, and the Messages API's
+// version and betas, which say what a request in Anthropic's wire means
+// and mean nothing to the chat upstream its translation goes to.
 var neverForwarded = []string{
 	"Authorization", "Proxy-Authorization", "Cookie", "Api-Key", "X-Api-Key",
 	"Openai-Organization", "Openai-Project", "Host", "Content-Length",
 	"Transfer-Encoding", "Connection", "Te", "Trailer", "Upgrade", "Keep-Alive",
+	"Anthropic-Version", "Anthropic-Beta",
 }
 
 // checkForwardable reports why name cannot be added to the forwarded

@@ -57,12 +57,12 @@ func TestCodexFirstTurn(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
 		target responses.Target
-		want   []responses.Drop
+		want   []chat.Drop
 	}{
-		{"deepseek", responses.Target{DeepSeek: true, Sealer: sealer}, []responses.Drop{
-			{"tools[8].type=web_search", "tools.web_search"}, {"prompt_cache_key", "prompt_cache_key"}, {"client_metadata", "client_metadata"}}},
-		{"openai", responses.Target{OpenAI: true, Sealer: sealer}, []responses.Drop{
-			{"tools[8].type=web_search", "tools.web_search"}, {"client_metadata", "client_metadata"}}},
+		{"deepseek", responses.Target{DeepSeek: true, Sealer: sealer}, []chat.Drop{
+			{Param: "tools[8].type=web_search", Field: "tools.web_search"}, {Param: "prompt_cache_key", Field: "prompt_cache_key"}, {Param: "client_metadata", Field: "client_metadata"}}},
+		{"openai", responses.Target{OpenAI: true, Sealer: sealer}, []chat.Drop{
+			{Param: "tools[8].type=web_search", Field: "tools.web_search"}, {Param: "client_metadata", Field: "client_metadata"}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := translate(t, body, tc.target)
@@ -119,7 +119,7 @@ func TestCodexNamespaceCallRoundTrip(t *testing.T) {
 		`{"choices":[{"index":0,"delta":{"tool_calls":[{"index":1,"id":"call_top","type":"function","function":{"name":"exec_command","arguments":"{}"}}]}}]}`,
 		`{"choices":[{"index":0,"delta":{},"finish_reason":"tool_calls"}]}`,
 	} {
-		if b, err = s.Chunk(b, []byte(c)); err != nil {
+		if b, err = s.Chunk(b, []byte(c), nil); err != nil {
 			t.Fatal(err)
 		}
 	}
