@@ -132,7 +132,7 @@ func (b *builder) userTurn(msgs []inMessage, from, to int) error {
 			case "":
 				return chat.InvalidRequest(where(i, j)+".type", "missing required parameter: %s.type", where(i, j))
 			default:
-				b.drop(bl.Type)
+				b.dropAs(bl.Type, blockField(bl.Type))
 			}
 		}
 	}
@@ -210,7 +210,7 @@ func (b *builder) toolResult(bl *block, param string) (chatMessage, error) {
 		for k := range inner {
 			b.fields(&inner[k])
 			if inner[k].Type != "text" || !isString(inner[k].Text) {
-				b.drop("tool_result." + inner[k].Type)
+				b.dropAs("tool_result."+inner[k].Type, "content")
 				continue
 			}
 			text.add(inner[k].Text)
@@ -258,7 +258,7 @@ func (b *builder) assistantTurn(msgs []inMessage, from, to int) error {
 			case "":
 				return chat.InvalidRequest(where(i, j)+".type", "missing required parameter: %s.type", where(i, j))
 			default:
-				b.drop(bl.Type)
+				b.dropAs(bl.Type, blockField(bl.Type))
 			}
 		}
 	}
@@ -290,4 +290,12 @@ func toolCall(bl *block, param string) (chatCall, error) {
 		return chatCall{}, chat.InvalidRequest(param+".input", "%s.input must be an object, not %s", param, jsonKind(args))
 	}
 	return chatCall{ID: bl.ID, Name: bl.Name, Arguments: args}, nil
+}
+
+// blockField is the Field of a dropped block of type typ.
+func blockField(typ string) string {
+	if typ == "redacted_thinking" {
+		return typ
+	}
+	return "content"
 }

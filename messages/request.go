@@ -45,21 +45,28 @@ type Config struct {
 	HostedTools HostedTools
 	// Limits bound the request's shape; zero fields take their defaults.
 	Limits Limits
+	// Upstream, when set, says what the upstream serving a model takes:
+	// it is asked once the request's model is read, before anything else
+	// is translated, and the Config it returns is the one the translation
+	// goes on with (but for its Limits and Upstream: the shape was checked
+	// before the model was read).
+	Upstream func(model string) Config
 }
 
 // Translation is a Messages request translated for the chat pipeline.
 type Translation struct {
 	// Body is the chat completion request body.
 	Body []byte
-	// Dropped names, sorted, what the request held that a chat upstream
-	// cannot use and the translation left out: top-level fields
+	// Dropped names, sorted by Param, what the request held that a chat
+	// upstream cannot use and the translation left out: top-level fields
 	// ("context_management"), fields of blocks and tools
 	// ("cache_control"), blocks ("redacted_thinking") and hosted tools
-	// (by type, "web_search_20250305"). A name holds only letters,
-	// digits and "._-:" (anything else in a client's key is written
-	// "_"), so it may go in a header as it is; at most maxDropped are
-	// named, the last being "more" when there were more.
-	Dropped []string
+	// (by type, "web_search_20250305"), each with its Field, one of
+	// DropFields. A Param holds only letters, digits and "._-:" (anything
+	// else in a client's key is written "_"), so it may go in a header as
+	// it is; at most maxDropped are named, the last being "more" when
+	// there were more.
+	Dropped []chat.Drop
 	// Stream reports that the client asked for a stream.
 	Stream bool
 	// Reply is what the answer needs to know of the request.
@@ -149,7 +156,11 @@ type builder struct {
 	msgs    []chatMessage
 }
 
-func (b *builder) drop(name string) { b.dropped.add(name) }
+// drop names a dropped field or block whose name says its Field.
+func (b *builder) drop(name string) { b.dropped.add(name, fieldOf(name)) }
+
+// dropAs names a dropped part of Field field.
+func (b *builder) dropAs(name, field string) { b.dropped.add(name, field) }
 
 // scalars reads model, max_tokens, stream and metadata.
 func (b *builder) scalars(f map[string]json.RawMessage, out *chatRequest) error {
@@ -158,6 +169,11 @@ func (b *builder) scalars(f map[string]json.RawMessage, out *chatRequest) error 
 	}
 	if out.Model == "" {
 		return chat.InvalidRequest("model", "missing required parameter: model")
+	}
+	if u := b.cfg.Upstream; u != nil {
+		c := u(out.Model)
+		c.Limits, c.Upstream = b.cfg.Limits, nil
+		b.cfg = c
 	}
 	var maxTokens *int
 	if err := decode(f, "max_tokens", &maxTokens); err != nil {
@@ -332,52 +348,6 @@ func short(s string) string {
 		return s[:40] + "…"
 	}
 	return s
-}
-
-// maxDropped bounds the names of Translation.Dropped, so that a request
-// with any number of unknown fields makes a header of bounded size.
-const maxDropped = 32
-
-// names is a set of dropped names.
-type names struct{ set map[string]struct{} }
-
-func (n *names) add(name string) {
-	if n.set == nil {
-		n.set = make(map[string]struct{})
-	}
-	name = safeName(name)
-	if _, ok := n.set[name]; ok {
-		return
-	}
-	if len(n.set) >= maxDropped-1 {
-		name = "more"
-	}
-	n.set[name] = struct{}{}
-}
-
-func (n *names) list() []string {
-	if len(n.set) == 0 {
-		return nil
-	}
-	return slices.Sorted(maps.Keys(n.set))
-}
-
-// safeName is name with every byte that is not a letter, a digit or one
-// of "._-:" written "_", cut to 64 bytes.
-func safeName(name string) string {
-	if len(name) > 64 {
-		name = name[:64]
-	}
-	b := []byte(name)
-	for i, c := range b {
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-' || c == ':') {
-			b[i] = '_'
-		}
-	}
-	if len(b) == 0 {
-		return "_"
-	}
-	return string(b)
 }
 
 // jsonType names the JSON a Go type decodes from.

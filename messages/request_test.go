@@ -87,7 +87,7 @@ func TestTranslateAgentConversation(t *testing.T) {
 	if d := cmp.Diff(want, any(decoded(t, tr.Body))); d != "" {
 		t.Errorf("chat body (-want +got):\n%s", d)
 	}
-	if d := cmp.Diff([]string{"cache_control", "web_search_20250305"}, tr.Dropped); d != "" {
+	if d := cmp.Diff([]string{"cache_control", "web_search_20250305"}, dropParams(tr.Dropped)); d != "" {
 		t.Errorf("dropped (-want +got):\n%s", d)
 	}
 	if tr.Stream || tr.Reply.Model != "deepseek-v4-pro" || !cmp.Equal(tr.Reply.StopSequences, []string{"<END>"}) {
@@ -163,7 +163,7 @@ func TestTranslate(t *testing.T) {
 					t.Errorf("%s = %v, want it absent", k, v)
 				}
 			}
-			if d := cmp.Diff(tc.dropped, tr.Dropped); d != "" {
+			if d := cmp.Diff(tc.dropped, dropParams(tr.Dropped)); d != "" {
 				t.Errorf("dropped (-want +got):\n%s", d)
 			}
 		})
@@ -260,11 +260,21 @@ func TestTranslateDropsHostedTools(t *testing.T) {
 	if len(req.Tools) != 1 || req.Tools[0].Function.Name != "mine" {
 		t.Errorf("tools = %+v, want the custom tool only", req.Tools)
 	}
-	want := append([]string(nil), tools...)
-	slices.Sort(want)
+	want := []chat.Drop{{Param: "bash_20250124", Field: "tools.bash"}, {Param: "code_execution_20250825", Field: "tools.code_execution"},
+		{Param: "computer_20250124", Field: "tools.computer"}, {Param: "text_editor_20250728", Field: "tools.text_editor"},
+		{Param: "web_fetch_20250910", Field: "tools.web_fetch"}, {Param: "web_search_20250305", Field: "tools.web_search"}}
 	if d := cmp.Diff(want, tr.Dropped); d != "" {
 		t.Errorf("dropped (-want +got):\n%s", d)
 	}
+}
+
+// dropParams are the Params of ds.
+func dropParams(ds []chat.Drop) []string {
+	var out []string
+	for _, d := range ds {
+		out = append(out, d.Param)
+	}
+	return out
 }
 
 // Any number of unknown fields makes a bounded list of names.
@@ -281,7 +291,7 @@ func TestTranslateDroppedBounded(t *testing.T) {
 	if n := len(tr.Dropped); n != 32 {
 		t.Errorf("%d names dropped, want 32", n)
 	}
-	if !slices.Contains(tr.Dropped, "more") {
+	if !slices.Contains(dropParams(tr.Dropped), "more") {
 		t.Errorf("dropped %v does not say there were more", tr.Dropped)
 	}
 }
@@ -332,5 +342,23 @@ func TestTranslateKeys(t *testing.T) {
 	var e *chat.Error
 	if !errors.As(err, &e) || e.Param != "messages[0].content" {
 		t.Errorf("err = %v, want a 400 on messages[0].content", err)
+	}
+}
+
+// Config.Upstream decides the dialect by the request's model.
+func TestTranslateUpstreamByModel(t *testing.T) {
+	asked := ""
+	cfg := messages.Config{Upstream: func(model string) messages.Config {
+		asked = model
+		return messages.Config{DeepSeek: strings.HasPrefix(model, "deepseek-")}
+	}}
+	for _, tc := range []struct{ model, field string }{{"deepseek-v4-flash", "max_tokens"}, {"gpt-5", "max_completion_tokens"}} {
+		tr, err := messages.Translate([]byte(`{"model":"`+tc.model+`","max_tokens":7,"messages":[{"role":"user","content":"hi"}]}`), cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := decoded(t, tr.Body); got[tc.field] != float64(7) || asked != tc.model {
+			t.Errorf("%s: asked for %q, chat body %v; want %s", tc.model, asked, got, tc.field)
+		}
 	}
 }

@@ -21,7 +21,7 @@ func (b *builder) system(raw json.RawMessage) error {
 	for j := range bls {
 		b.fields(&bls[j])
 		if bls[j].Type != "text" {
-			b.drop("system." + bls[j].Type)
+			b.dropAs("system."+bls[j].Type, "content")
 			continue
 		}
 		if !isString(bls[j].Text) {
@@ -77,7 +77,7 @@ func (b *builder) hosted(typ, param string) error {
 		e.Code = "unsupported_parameter"
 		return e
 	}
-	b.drop(typ)
+	b.dropAs(typ, hostedField(typ))
 	return nil
 }
 
@@ -85,7 +85,7 @@ func (b *builder) hosted(typ, param string) error {
 func (b *builder) tool(t map[string]json.RawMessage, param string) (chatTool, error) {
 	for k := range t {
 		if !toolFields[k] {
-			b.drop(k)
+			b.dropAs(k, "tool_field")
 		}
 	}
 	name := t["name"]

@@ -14,12 +14,15 @@ var (
 	// DroppedFields are the values of its field label: a kind of hosted
 	// tool (tools.web_search, ...), or a request field; any other is
 	// counted as other. A door's translator names its drops with these
-	// (responses.DropFields).
+	// (responses.DropFields, messages.DropFields).
 	DroppedFields = []string{
 		"tools.web_search_preview", "tools.web_search", "tools.file_search", "tools.code_interpreter", "tools.computer_use_preview",
 		"tools.computer_use", "tools.image_generation", "tools.local_shell", "tools.mcp", "tools.custom", "tools.tool_search",
 		"tools.shell", "tools.apply_patch", "tools.other",
 		"prompt_cache_key", "safety_identifier", "service_tier", "text.verbosity", "client_metadata", "truncation", "include",
+		"tools.web_fetch", "tools.code_execution", "tools.text_editor", "tools.bash", "tools.computer", "tools.memory",
+		"cache_control", "citations", "context_management", "output_config", "container", "mcp_servers", "inference_geo",
+		"metadata", "thinking", "redacted_thinking", "top_k", "tool_choice", "tool_field", "content",
 		"other",
 	}
 )

@@ -70,7 +70,7 @@ func (h *Handler) Admin() http.Handler {
 	})
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w = &exitWriter{ResponseWriter: w, r: h.redactor}
-		if r = admitted(w, r, h.cfg.MaxBodyBytes); r != nil {
+		if r = admitted(w, r, h.cfg.MaxBodyBytes, nil); r != nil {
 			e.ServeHTTP(w, r)
 		}
 	})

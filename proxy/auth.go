@@ -70,41 +70,53 @@ func ownProjectForm(p string) bool {
 }
 
 // authorize lets a request through when the gateway has no client keys,
-// or when its bearer token is one of them. The token is the gateway's,
-// not the upstream's: it is removed before the request goes on, and the
-// key's project (see ClientKey) replaces any X-Project-Id the client
-// sent. Any other request gets a 401 in OpenAI's shape and never reaches
-// an upstream. With address limits on, it notes the client's address.
+// or when its key is one of them: a bearer token, or, as Anthropic's
+// clients send it, an X-Api-Key header. The key is the gateway's, not the
+// upstream's: it is removed before the request goes on, and the key's
+// project (see ClientKey) replaces any X-Project-Id the client sent. Any
+// other request gets a 401 in its door's shape and never reaches an
+// upstream. Without client keys, an X-Api-Key is the client's own
+// upstream key and goes on as its bearer token. With address limits on,
+// it notes the client's address.
 func (h *Handler) authorize(c *gin.Context) {
 	if l := h.cfg.RateLimits; l.AddressRequests+l.AddressTokens > 0 {
 		c.Request = c.Request.WithContext(context.WithValue(c.Request.Context(), clientAddrKey{}, clientAddress(c.ClientIP())))
 	}
+	hdr := c.Request.Header
 	if len(h.keys.digests) == 0 {
+		if k := hdr.Get("X-Api-Key"); k != "" && hdr.Get("Authorization") == "" {
+			hdr.Set("Authorization", "Bearer "+k)
+		}
+		hdr.Del("X-Api-Key")
 		c.Next()
 		return
 	}
-	auth := c.Request.Header.Get("Authorization")
-	token, ok := cutBearer(auth)
+	token, ok := cutBearer(hdr.Get("Authorization"))
+	if !ok && hdr.Get("Authorization") == "" {
+		token = strings.TrimSpace(hdr.Get("X-Api-Key"))
+		ok = token != ""
+	}
 	i := -1
 	if ok {
 		i = h.keys.match(token)
 	}
 	if i < 0 {
-		msg := "this gateway needs an API key: send one of its client keys as \"Authorization: Bearer <key>\""
-		if auth != "" {
+		msg := "this gateway needs an API key: send one of its client keys as \"Authorization: Bearer <key>\" or \"X-Api-Key: <key>\""
+		if hdr.Get("Authorization") != "" || hdr.Get("X-Api-Key") != "" {
 			msg = "the API key is not one of this gateway's client keys"
 		}
 		h.refuseRoute(c, &chat.Error{Status: http.StatusUnauthorized, Type: chat.TypeInvalidRequest, Code: "invalid_api_key", Message: msg})
 		c.Abort()
 		return
 	}
-	c.Request.Header.Del("Authorization")
+	hdr.Del("Authorization")
+	hdr.Del("X-Api-Key")
 	c.Request = c.Request.WithContext(context.WithValue(c.Request.Context(), clientIDKey{}, hex.EncodeToString(h.keys.digests[i][:12])))
 	p := h.keys.projects[i]
 	if p == "" {
 		p = ownProject(i)
 	}
-	c.Request.Header.Set("X-Project-Id", p)
+	hdr.Set("X-Project-Id", p)
 	c.Next()
 }
 

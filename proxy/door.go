@@ -3,6 +3,7 @@ package proxy
 import (
 	"net/http"
 	"slices"
+	"strings"
 
 	"github.com/gin-gonic/gin"
 
@@ -84,6 +85,12 @@ type doorRequest interface {
 	close()
 }
 
+// prompted is a door's request whose answer tells the gateway's count of
+// the prompt (a Messages stream's message_start): it is told the count
+// once the request is fitted, before its sink is made, when the request
+// was counted.
+type prompted interface{ prompt(tokens int) }
+
 // eventWriter is where a door's sink writes a stream: whole events, as its
 // client reads them. An sseWriter writes them; a resumable stream's
 // writer logs each too (see resumeWriter).
@@ -103,7 +110,7 @@ type eventWriter interface {
 }
 
 // frontDoors are the gateway's front doors.
-var frontDoors = []*door{&chatDoor, &responsesDoor}
+var frontDoors = []*door{&chatDoor, &responsesDoor, &messagesDoor}
 
 // doorRoutes adds each door's routes to the group of a protocol route:
 // its paths served by serveDoor after chain, and its other routes.
@@ -132,10 +139,15 @@ type answer struct {
 
 // refuseRoute answers e, an error of the middleware (auth, limits)
 // before a door read the request, in the shape of the door whose route c
-// matched; in OpenAI's on any other route.
+// matched; on a model route, in the shape its client reads (see
+// refuseModels); in OpenAI's on any other route.
 func (h *Handler) refuseRoute(c *gin.Context, e *chat.Error) {
 	if d := h.doorOf[c.FullPath()]; d != nil {
 		d.refuse(c.Writer, protocol.Failure{Error: e})
+		return
+	}
+	if strings.Contains(c.FullPath(), "/models") {
+		refuseModels(c.Writer, c.Request, protocol.Failure{Error: e})
 		return
 	}
 	writeJSONError(c.Writer, e)

@@ -195,7 +195,7 @@ func (s *responsesSink) finish() error   { return s.ew.flush() }
 func (s *responsesSink) flush() error    { return s.ew.flush() }
 func (s *responsesSink) committed() bool { return s.ew.opened() }
 func (s *responsesSink) whole(status int, h http.Header, body []byte) error {
-	return writeRendered(s.w, status, h, body, s.render)
+	return writeRendered(s.w, status, h, body, s.render, nil)
 }
 
 // cut stores, failed, a response that was stored in_progress when its

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/phasegate/phasegate/chat"
 	"github.com/phasegate/phasegate/responses"
 )
 
@@ -18,7 +19,7 @@ const droppedHeader = "X-Phasegate-Dropped"
 // reportDropped names what the request of door r lost on its way
 // upstream: in the response's header, in the metrics, and in one log
 // line.
-func (h *Handler) reportDropped(w http.ResponseWriter, r *http.Request, door string, dropped []responses.Drop) {
+func (h *Handler) reportDropped(w http.ResponseWriter, r *http.Request, door string, dropped []chat.Drop) {
 	if len(dropped) == 0 {
 		return
 	}

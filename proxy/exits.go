@@ -141,12 +141,15 @@ var forwarded = []string{
 // routing headers the transport sets itself, and the content codings and
 // ranges of the answer: with Accept-Encoding the transport no longer
 // undoes the answer's compression, and a compressed or partial body
-// would pass the redaction unread.
+// would pass the redaction unread; and the Messages API's version and
+// betas, which say what a request in Anthropic's wire means and mean
+// nothing to the chat upstream its translation goes to.
 var neverForwarded = []string{
 	"Authorization", "Proxy-Authorization", "Cookie", "Api-Key", "X-Api-Key",
 	"Openai-Organization", "Openai-Project", "Host", "Content-Length",
 	"Transfer-Encoding", "Connection", "Te", "Trailer", "Upgrade", "Keep-Alive", "Proxy-Connection", "Expect",
 	"Accept-Encoding", "Content-Encoding", "Range", "If-Range",
+	"Anthropic-Version", "Anthropic-Beta",
 }
 
 // checkForwardable reports why name cannot be added to the forwarded

@@ -286,7 +286,7 @@ func (h *Handler) ownDefaults(opts Options) {
 // routes the request (see admitted).
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w = &exitWriter{ResponseWriter: w, r: h.redactor}
-	if r = admitted(w, r, h.cfg.MaxBodyBytes); r != nil {
+	if r = admitted(w, r, h.cfg.MaxBodyBytes, h.doorOf); r != nil {
 		h.engine.ServeHTTP(w, r)
 	}
 }
@@ -359,6 +359,7 @@ func (h *Handler) chatRoutes(e *gin.Engine) {
 		for _, slash := range []string{"", "/"} {
 			g.GET("/models"+slash, models)
 		}
+		g.Any("/models/:id", func(c *gin.Context) { h.serveModel(c.Writer, c.Request, c.Param("id")) })
 		h.doorRoutes(g, r.route, r.chain)
 	}
 }
@@ -631,6 +632,9 @@ func (c *chatRequest) fit() error {
 	c.x.Tokens, c.x.Prompt = tk, protocol.Prompt{Counted: f.PromptTokens, Estimate: f.Estimate}
 	if !f.Uncounted {
 		c.w.Header().Set("X-Phasegate-Prompt-Tokens", strconv.Itoa(f.Estimate))
+		if p, ok := c.in.(prompted); ok {
+			p.prompt(f.Estimate)
+		}
 	}
 	if f.DroppedMessages > 0 || f.Shortened > 0 {
 		c.w.Header().Set("X-Phasegate-Dropped-Messages", strconv.Itoa(f.DroppedMessages))

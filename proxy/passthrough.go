@@ -136,12 +136,39 @@ func (w *finalOnly) Flush() {
 // Unwrap lets http.ResponseController reach the connection's writer.
 func (w *finalOnly) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
-// serveModels merges the model lists of every provider. A provider that
-// fails is left out and named in X-Phasegate-Models-Missing; when every
-// provider fails, the first failure is relayed.
+// serveModels answers GET /v1/models with the models of every provider,
+// in one list: OpenAI's, or Anthropic's to an Anthropic client (see
+// anthropicClient). A provider that fails to answer is named in
+// X-Phasegate-Models-Missing; when every provider fails, the first error is
+// the answer.
 func (h *Handler) serveModels(w http.ResponseWriter, r *http.Request) {
 	r, cancel := h.bounded(r)
 	defer cancel()
+	data, err := h.allModels(w, r)
+	if err != nil {
+		refuseModels(w, r, protocol.Classify(err))
+		return
+	}
+	if anthropicClient(r) {
+		writeAnthropicModels(w, data)
+		return
+	}
+	b, err := json.Marshal(struct {
+		Object string            `json:"object"`
+		Data   []json.RawMessage `json:"data"`
+	}{"list", data})
+	if err != nil {
+		writeError(w, protocol.Classify(err))
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = w.Write(b)
+}
+
+// allModels lists the models of every provider; the providers that
+// failed to answer are named in w's X-Phasegate-Models-Missing, and when
+// all did, the first one's error is returned.
+func (h *Handler) allModels(w http.ResponseWriter, r *http.Request) ([]json.RawMessage, error) {
 	header := forwardHeader(r.Header, h.forward)
 	var data []json.RawMessage
 	var missing []string
@@ -171,8 +198,7 @@ func (h *Handler) serveModels(w http.ResponseWriter, r *http.Request) {
 		data = append(data, models...)
 	}
 	if len(missing) == len(h.cfg.Providers) {
-		writeError(w, protocol.Classify(firstErr))
-		return
+		return nil, firstErr
 	}
 	if len(missing) > 0 {
 		w.Header().Set("X-Phasegate-Models-Missing", strings.Join(missing, ","))
@@ -180,16 +206,7 @@ func (h *Handler) serveModels(w http.ResponseWriter, r *http.Request) {
 	if data == nil {
 		data = []json.RawMessage{}
 	}
-	b, err := json.Marshal(struct {
-		Object string            `json:"object"`
-		Data   []json.RawMessage `json:"data"`
-	}{"list", data})
-	if err != nil {
-		writeError(w, protocol.Classify(err))
-		return
-	}
-	w.Header().Set("Content-Type", "application/json")
-	_, _ = w.Write(b)
+	return data, nil
 }
 
 func (h *Handler) listModels(ctx context.Context, p *Provider, header http.Header) ([]json.RawMessage, error) {

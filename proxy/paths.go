@@ -24,16 +24,21 @@ func errContentLength(limit int64) *chat.Error {
 
 // admitted is what every request passes before it is routed: its body is
 // bounded by limit whatever its Content-Type (a declared length over it is
-// a 413 at once), and its path is normalised (see normalPath). It returns
-// the request to route, or nil when it answered w itself.
-func admitted(w http.ResponseWriter, r *http.Request, limit int64) *http.Request {
-	if r.ContentLength > limit {
-		writeJSONError(w, errContentLength(limit))
-		return nil
-	}
+// a 413 at once, in the shape of the door whose path it names in doors),
+// and its path is normalised (see normalPath). It returns the request to
+// route, or nil when it answered w itself.
+func admitted(w http.ResponseWriter, r *http.Request, limit int64, doors map[string]*door) *http.Request {
 	p, ok := normalPath(r.URL)
 	if !ok {
 		writeJSONError(w, errEncodedSeparator)
+		return nil
+	}
+	if r.ContentLength > limit {
+		if d := doors[p]; d != nil {
+			d.refuse(w, protocol.Failure{Error: errContentLength(limit)})
+		} else {
+			writeJSONError(w, errContentLength(limit))
+		}
 		return nil
 	}
 	out := new(http.Request)

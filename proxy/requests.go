@@ -148,9 +148,14 @@ func (h *Handler) serveEvents(w http.ResponseWriter, r *http.Request, id string,
 	last, err := h.follow(r.Context(), sw, h.streamKey(r, id), after, r.Header.Get("X-Phasegate-Event-Ids") == "true", until)
 	// A log that ends with its own error (resume_incomplete,
 	// resume_too_large, resume_memory_full) holds the door's ending, as
-	// the door wrote it.
+	// the door wrote it. A resume cut short ends as the chat door's
+	// streams do, or, to an Anthropic client, as the Messages door's.
 	if e := h.followEnded(r.Context(), id, last, err); e != nil {
-		_ = sw.event(chatDoor.end(nil, last+1, e))
+		end := chatDoor.end
+		if anthropicClient(r) {
+			end = messagesEnding
+		}
+		_ = sw.event(end(nil, last+1, e))
 	}
 	_ = sw.flush()
 }

@@ -111,8 +111,8 @@ func (s *streamSink) fail(e *chat.Error) {
 // writeRendered writes an answer passed on whole as writeWhole does, or,
 // when render is set and the answer is a 200, what render makes of its
 // body (a door's answer made of a chat.completion); a body render cannot
-// read is the gateway's 502.
-func writeRendered(w http.ResponseWriter, status int, h http.Header, body []byte, render func([]byte) ([]byte, error)) error {
+// read is the gateway's 502, in the shape of door d (nil: OpenAI's).
+func writeRendered(w http.ResponseWriter, status int, h http.Header, body []byte, render func([]byte) ([]byte, error), d *door) error {
 	if render == nil || status != http.StatusOK {
 		return writeWhole(w, status, h, body)
 	}
@@ -121,7 +121,10 @@ func writeRendered(w http.ResponseWriter, status int, h http.Header, body []byte
 	w.Header().Del("Content-Encoding")
 	w.Header().Del("Content-Length")
 	if err != nil {
-		writeJSONError(w, errBadCompletion)
+		if d == nil {
+			d = &chatDoor
+		}
+		d.refuse(w, protocol.Failure{Error: errBadCompletion})
 		return nil
 	}
 	w.WriteHeader(http.StatusOK)
@@ -144,6 +147,9 @@ type jsonSink struct {
 	// render, when set, makes the door's answer of a chat.completion (see
 	// writeRendered); nil writes the completion.
 	render func([]byte) ([]byte, error)
+	// door shapes the error of a completion render cannot read; nil is
+	// OpenAI's.
+	door *door
 }
 
 func (s *jsonSink) header(h http.Header) { s.pending = h }
@@ -173,13 +179,13 @@ func (s *jsonSink) finish() error {
 	s.w.Header().Del("Content-Encoding")
 	s.w.Header().Set("Content-Type", "application/json")
 	s.wrote = true
-	return writeRendered(s.w, http.StatusOK, nil, body, s.render)
+	return writeRendered(s.w, http.StatusOK, nil, body, s.render, s.door)
 }
 
 func (s *jsonSink) fail(*chat.Error) {}
 func (s *jsonSink) whole(status int, h http.Header, body []byte) error {
 	s.wrote = true
-	return writeRendered(s.w, status, h, body, s.render)
+	return writeRendered(s.w, status, h, body, s.render, s.door)
 }
 
 // appendDataExt appends the event whose data is the chunk data with ext

@@ -155,7 +155,7 @@ type responsesCall struct {
 	// requests in flight.
 	release func()
 	// dropped is what of the request the upstream does not get.
-	dropped []responses.Drop
+	dropped []chat.Drop
 }
 
 // prepareResponses reads and translates a POST /v1/responses; an error

@@ -57,12 +57,12 @@ func TestCodexFirstTurn(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
 		target responses.Target
-		want   []responses.Drop
+		want   []chat.Drop
 	}{
-		{"deepseek", responses.Target{DeepSeek: true, Sealer: sealer}, []responses.Drop{
-			{"tools[8].type=web_search", "tools.web_search"}, {"prompt_cache_key", "prompt_cache_key"}, {"client_metadata", "client_metadata"}}},
-		{"openai", responses.Target{OpenAI: true, Sealer: sealer}, []responses.Drop{
-			{"tools[8].type=web_search", "tools.web_search"}, {"client_metadata", "client_metadata"}}},
+		{"deepseek", responses.Target{DeepSeek: true, Sealer: sealer}, []chat.Drop{
+			{Param: "tools[8].type=web_search", Field: "tools.web_search"}, {Param: "prompt_cache_key", Field: "prompt_cache_key"}, {Param: "client_metadata", Field: "client_metadata"}}},
+		{"openai", responses.Target{OpenAI: true, Sealer: sealer}, []chat.Drop{
+			{Param: "tools[8].type=web_search", Field: "tools.web_search"}, {Param: "client_metadata", Field: "client_metadata"}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := translate(t, body, tc.target)

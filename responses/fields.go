@@ -3,23 +3,11 @@ package responses
 import (
 	"encoding/json"
 	"fmt"
+
+	"github.com/phasegate/phasegate/chat"
 )
 
-// Drop is one part of a request the gateway accepted and did not send to
-// the upstream: a tool a chat upstream cannot run, or a field its chat
-// API has no place for.
-type Drop struct {
-	// Param names it as the X-Phasegate-Dropped header does: its path in
-	// the request, and after "=" the value that decided it where one did
-	// (tools[8].type=web_search, include[1]=file_search_call.results,
-	// prompt_cache_key).
-	Param string
-	// Field is its kind, one of DropFields: a metric label, never a
-	// client's string.
-	Field string
-}
-
-// DropFields are the values Drop.Field takes.
+// DropFields are the values the Field of a chat.Drop of this door takes.
 var DropFields = func() []string {
 	f := make([]string, 0, len(hostedKinds)+len(sharedFields)+4)
 	for _, k := range hostedKinds {
@@ -80,27 +68,27 @@ func chatShared(m map[string]any, r *Request, t Target) {
 // when t is another's, client_metadata and truncation (the gateway fits
 // a history to the model's window by its own settings), and the include
 // values it does not serve. It depends on r and t alone.
-func (r *Request) Dropped(t Target) []Drop {
-	var out []Drop
+func (r *Request) Dropped(t Target) []chat.Drop {
+	var out []chat.Drop
 	if !t.RefuseHosted {
 		out = append(out, r.toolset.hosted...)
 	}
 	for _, f := range sharedFields {
 		if !t.OpenAI && set(f.value(r)) {
-			out = append(out, Drop{Param: f.param, Field: f.param})
+			out = append(out, chat.Drop{Param: f.param, Field: f.param})
 		}
 	}
 	if set(r.ClientMetadata) {
-		out = append(out, Drop{Param: fieldClientMetadata, Field: fieldClientMetadata})
+		out = append(out, chat.Drop{Param: fieldClientMetadata, Field: fieldClientMetadata})
 	}
 	if set(r.Truncation) {
-		out = append(out, Drop{Param: fieldTruncation, Field: fieldTruncation})
+		out = append(out, chat.Drop{Param: fieldTruncation, Field: fieldTruncation})
 	}
 	for i, v := range r.Include {
 		if v == IncludeEncryptedReasoning && t.Sealer != nil {
 			continue
 		}
-		out = append(out, Drop{Param: fmt.Sprintf("include[%d]=%s", i, token(v, "other")), Field: fieldInclude})
+		out = append(out, chat.Drop{Param: fmt.Sprintf("include[%d]=%s", i, token(v, "other")), Field: fieldInclude})
 	}
 	return out
 }

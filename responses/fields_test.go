@@ -6,6 +6,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/phasegate/phasegate/chat"
 	"github.com/phasegate/phasegate/responses"
 )
 
@@ -26,21 +27,21 @@ func TestDroppedFields(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
 		target responses.Target
-		want   []responses.Drop
+		want   []chat.Drop
 		passed map[string]any
 	}{
-		{"deepseek", responses.Target{DeepSeek: true, Sealer: sealer}, []responses.Drop{
-			{"prompt_cache_key", "prompt_cache_key"}, {"safety_identifier", "safety_identifier"}, {"service_tier", "service_tier"},
-			{"text.verbosity", "text.verbosity"}, {"client_metadata", "client_metadata"}, {"truncation", "truncation"},
-			{"include[1]=message.output_text.logprobs", "include"}, {"include[2]=other", "include"},
+		{"deepseek", responses.Target{DeepSeek: true, Sealer: sealer}, []chat.Drop{
+			{Param: "prompt_cache_key", Field: "prompt_cache_key"}, {Param: "safety_identifier", Field: "safety_identifier"}, {Param: "service_tier", Field: "service_tier"},
+			{Param: "text.verbosity", Field: "text.verbosity"}, {Param: "client_metadata", Field: "client_metadata"}, {Param: "truncation", Field: "truncation"},
+			{Param: "include[1]=message.output_text.logprobs", Field: "include"}, {Param: "include[2]=other", Field: "include"},
 		}, map[string]any{}},
-		{"openai", responses.Target{OpenAI: true, Sealer: sealer}, []responses.Drop{
-			{"client_metadata", "client_metadata"}, {"truncation", "truncation"},
-			{"include[1]=message.output_text.logprobs", "include"}, {"include[2]=other", "include"},
+		{"openai", responses.Target{OpenAI: true, Sealer: sealer}, []chat.Drop{
+			{Param: "client_metadata", Field: "client_metadata"}, {Param: "truncation", Field: "truncation"},
+			{Param: "include[1]=message.output_text.logprobs", Field: "include"}, {Param: "include[2]=other", Field: "include"},
 		}, map[string]any{"prompt_cache_key": "k1", "safety_identifier": "u1", "service_tier": "flex", "verbosity": "low"}},
-		{"no sealer", responses.Target{OpenAI: true}, []responses.Drop{
-			{"client_metadata", "client_metadata"}, {"truncation", "truncation"}, {"include[0]=reasoning.encrypted_content", "include"},
-			{"include[1]=message.output_text.logprobs", "include"}, {"include[2]=other", "include"},
+		{"no sealer", responses.Target{OpenAI: true}, []chat.Drop{
+			{Param: "client_metadata", Field: "client_metadata"}, {Param: "truncation", Field: "truncation"}, {Param: "include[0]=reasoning.encrypted_content", Field: "include"},
+			{Param: "include[1]=message.output_text.logprobs", Field: "include"}, {Param: "include[2]=other", Field: "include"},
 		}, map[string]any{"prompt_cache_key": "k1", "safety_identifier": "u1", "service_tier": "flex", "verbosity": "low"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

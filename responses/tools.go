@@ -101,7 +101,7 @@ type toolSet struct {
 	echo []any
 	// hosted are the tools a chat upstream cannot run, and refused is the
 	// 400 of the first of them under HOSTED_TOOLS=refuse.
-	hosted  []Drop
+	hosted  []chat.Drop
 	refused *chat.Error
 }
 
@@ -210,7 +210,7 @@ func (s *toolSet) namespace(b json.RawMessage, param string) error {
 // host keeps aside the hosted tool at param, of type typ.
 func (s *toolSet) host(param, typ string) {
 	kind := hostedKind(typ)
-	s.hosted = append(s.hosted, Drop{Param: param + ".type=" + token(typ, kind), Field: "tools." + kind})
+	s.hosted = append(s.hosted, chat.Drop{Param: param + ".type=" + token(typ, kind), Field: "tools." + kind})
 	if s.refused == nil {
 		s.refused = unsupported(param+".type", "tools of type %q are not supported by this gateway: only function tools and namespaces of them are "+
 			"(built-in tools such as web search, file search, computer use and code interpreter run on OpenAI's platform; HOSTED_TOOLS=drop drops them instead)", typ)

@@ -37,7 +37,7 @@ func TestHostedTools(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []responses.Drop{
+	want := []chat.Drop{
 		{Param: "tools[1].type=web_search_2025_08_26", Field: "tools.web_search"},
 		{Param: "tools[2].tools[1].type=custom", Field: "tools.custom"},
 		{Param: "tools[3].type=file_search", Field: "tools.file_search"},
