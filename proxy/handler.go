@@ -382,6 +382,9 @@ func (h *Handler) recover(c *gin.Context) {
 // fit (to the context window), serve (the strategy, its events written to
 // the client, a fallback for the guard's own failures).
 func (h *Handler) serveChat(w http.ResponseWriter, r *http.Request, route string) {
+	// Its calls to the shared store before it is served share one
+	// deadline (ended in serve, once the sink is open).
+	r = r.WithContext(store.ShareDeadline(r.Context()))
 	c := &chatRequest{h: h, w: w, r: r, start: time.Now(), id: r.Header.Get("X-Request-Id"), route: route}
 	c.log = h.log.With("request_id", c.id)
 	// Until the request is parsed, it counts under the protocol its
@@ -595,6 +598,7 @@ func (c *chatRequest) serve(ctx context.Context) metrics.Outcome {
 	h := c.h
 	out, ctx, release := c.sink(ctx)
 	defer release()
+	store.EndSharedDeadline(ctx)
 	c.x.Meter = &requestMeter{m: h.metrics, provider: c.provider.Name, model: c.x.Request.Model, label: h.metrics.ModelLabel(c.x.Request.Model),
 		tokens: h.tokens, learn: !c.provider.Simulated, trace: c.trace}
 	if d := h.cfg.Timeouts.FirstByte; d > 0 {
