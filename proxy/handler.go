@@ -416,6 +416,9 @@ func (h *Handler) recover(c *gin.Context) {
 // context window), serve (the strategy, its events written to the door's
 // sink, a fallback for the guard's own failures).
 func (h *Handler) serveDoor(w http.ResponseWriter, r *http.Request, d *door, route string) {
+	// Its calls to the shared store before it is served share one
+	// deadline (ended in serve, once the sink is open).
+	r = r.WithContext(store.ShareDeadline(r.Context()))
 	c := &chatRequest{h: h, w: w, r: r, door: d, start: time.Now(), id: r.Header.Get("X-Request-Id"), route: route}
 	c.log = h.log.With("request_id", c.id, "door", d.name)
 	defer c.close()
@@ -655,6 +658,7 @@ func (c *chatRequest) serve(ctx context.Context) metrics.Outcome {
 	h := c.h
 	out, ctx, release := c.sink(ctx)
 	defer release()
+	store.EndSharedDeadline(ctx)
 	out = c.sess.tallied(out, c.chargeSession)
 	c.x.Meter = &requestMeter{m: h.metrics, door: c.door.name, provider: c.provider.Name, model: c.x.Request.Model, label: h.metrics.ModelLabel(c.x.Request.Model),
 		tokens: h.tokens, learn: !c.provider.Simulated, trace: c.trace}

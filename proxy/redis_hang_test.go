@@ -156,3 +156,46 @@ func TestRedisDownLogsOnce(t *testing.T) {
 		t.Errorf("%d store warnings and %d breaker openings logged for 200 requests, want at most 4 (one a message) and 1", lines, opened)
 	}
 }
+
+// TestRedisHangCostsOneTimeout: the first request after Redis hangs
+// (SIGSTOP) makes several calls to it before it is served (the rate
+// limits of its key, project and address, its stream's log), and they
+// share one deadline: the request waits one REDIS_TIMEOUT, not one (and a
+// retry) for each call until the breaker opens. Before, with a timeout of
+// 300 ms, the first request took about 1.8 s.
+func TestRedisHangCostsOneTimeout(t *testing.T) {
+	_, usrv := proxytest.NewServer(t, proxytest.Simulated())
+	srv := redistest.Start(t)
+	const timeout = 300 * time.Millisecond
+	r, err := store.OpenRedisWith(srv.URL, store.RedisOptions{Timeout: timeout})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = r.Close() })
+	cfg := proxy.Config{Providers: []proxy.Provider{{Name: "openai", BaseURL: usrv.URL + "/v1"}},
+		RateLimits: proxy.RateLimits{KeyRequests: 1000, ProjectRequests: 1000, AddressRequests: 1000, FailOpen: true}}
+	h, err := proxy.New(cfg, proxy.Options{Limiter: store.NewRedisLimiter(r), Streams: store.NewRedisStreams(r, time.Minute)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(h.Close)
+	gw := newTestServer(t, h)
+	ctx := testContext(t)
+	header := resumableHeader("req-warm")
+	header.Set("X-Project-Id", "p")
+	readAll(t, post(t, ctx, gw, "/v1/chat/completions", chatBody(true), header).Body)
+	srv.Pause(t)
+	defer srv.Continue(t)
+	header.Set("X-Request-Id", "req-hung")
+	t0 := time.Now()
+	resp := post(t, ctx, gw, "/v1/chat/completions", chatBody(true), header)
+	body := readAll(t, resp.Body)
+	took := time.Since(t0)
+	t.Logf("the first request with Redis hung took %v", took)
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), "[DONE]") {
+		t.Fatalf("status %d %s; want a plain stream to its [DONE]", resp.StatusCode, body)
+	}
+	if took > 3*timeout {
+		t.Errorf("the first request with Redis hung took %v; want about one REDIS_TIMEOUT (%v)", took, timeout)
+	}
+}

@@ -158,8 +158,13 @@ func judge(err error) (failed, counts bool) {
 }
 
 // hook is the go-redis hook of one client: every command and pipeline
-// asks the breaker first.
-type hook struct{ b *breaker }
+// asks the breaker first, and a call under a shared deadline (see
+// ShareDeadline) is bounded by it; timeout is REDIS_TIMEOUT, 0 for a
+// client whose calls share none.
+type hook struct {
+	b       *breaker
+	timeout time.Duration
+}
 
 func (h hook) DialHook(next redis.DialHook) redis.DialHook { return next }
 
@@ -185,6 +190,19 @@ func (h hook) call(ctx context.Context, cmds []redis.Cmder, next func(context.Co
 		return next(ctx)
 	}
 	ctx = context.WithValue(ctx, passed{}, true)
+	if h.timeout > 0 {
+		if at, ok := sharedDeadline(ctx, h.timeout); ok {
+			if !time.Now().Before(at) {
+				for _, c := range cmds {
+					c.SetErr(ErrDeadline)
+				}
+				return ErrDeadline
+			}
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithDeadline(ctx, at)
+			defer cancel()
+		}
+	}
 	ok, probe := h.b.allow()
 	if !ok {
 		for _, c := range cmds {

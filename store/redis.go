@@ -104,6 +104,10 @@ func OpenRedisWith(url string, o RedisOptions) (*Redis, error) {
 	opt.PoolTimeout = time.Second
 	opt.MaxRetries = 1
 	opt.DialerRetries = 1
+	// A call under a request's shared deadline (ShareDeadline) is bounded
+	// by it, its retry included: the reads and writes take the earlier of
+	// their own timeout and the context's deadline.
+	opt.ContextTimeoutEnabled = true
 	bopt := *opt
 	// A blocking read waits its own wait: Read gives its context that
 	// deadline, plus the timeout.
@@ -116,7 +120,7 @@ func OpenRedisWith(url string, o RedisOptions) (*Redis, error) {
 	b := newBreaker(o.BreakerFailures, o.BreakerCooldown, o.Observer)
 	b.log = o.Logger
 	r := &Redis{c: redis.NewClient(opt), blocking: redis.NewClient(&bopt), bulk: redis.NewClient(bulkOptions(opt)), followers: o.Followers, timeout: o.Timeout}
-	r.c.AddHook(hook{b: b})
+	r.c.AddHook(hook{b: b, timeout: o.Timeout})
 	r.blocking.AddHook(hook{b: b})
 	r.bulk.AddHook(hook{b: newBreaker(o.BreakerFailures, o.BreakerCooldown, nil)})
 	return r, nil
