@@ -64,6 +64,9 @@ func (w *repetition) add(s string) bool {
 	}
 	// The buffer grows as text comes (most answers are short) and, past
 	// twice the window, keeps the window's worth.
+	if w.buf == nil {
+		w.buf = make([]byte, 0, degenerateSpan)
+	}
 	if len(w.buf)+len(s) > 2*degenerateWindow {
 		keep := min(len(w.buf), degenerateWindow)
 		copy(w.buf, w.buf[len(w.buf)-keep:])

@@ -178,7 +178,7 @@ var loops = []struct {
 		}},
 	{"polling that never changes", "agents that poll a job or a page: the status call repeated with the same answer and nothing else done",
 		polling()[:3], func(int) step { return call("job_status", `{"job":7}`, "running") }},
-	{"two calls alternating, nothing new", "Cline-style read and test loops: the model alternates reading a file and running the tests, both unchanged",
+	{"two calls alternating, nothing new", "Integration-Automation/AutoControlGUI pull request 254 names the ping_pong loop (A-B-A-B) of agents; here reading a file and running its tests, both unchanged",
 		refactor()[:4], func(n int) step {
 			if n%2 == 0 {
 				return call("read_file", `{"path":"z.go"}`, "z")
@@ -198,6 +198,18 @@ var loops = []struct {
 		nil, func(n int) step {
 			cmd := []string{"echo done", `echo "done"`}[n%2]
 			return call("run_shell_command", fmt.Sprintf(`{"command":%q}`, cmd), fmt.Sprintf("Command: %s\nDirectory: (root)\nOutput: done\nError: (none)\nExit Code: 0\nSignal: (none)\nBackground PIDs: (none)\nProcess Group PGID: %d", cmd, 48211+n*17))
+		}},
+	{"the same directory listed again and again", "earendil-works/pi issue 6158: an agent lists the same directory 6 times in a row, the output identical each time, instead of writing the file",
+		nil, func(int) step { return sh("ls /home/dev/.jupyter/custom/", "custom.css\ncustom.js") }},
+	{"the same file read anywhere in the turn", "google-gemini/gemini-cli issue 8259: the agent reads the same file again and again, between other checks that tell it nothing new either",
+		bugFix()[:3], func(n int) step {
+			switch n % 4 {
+			case 0, 2:
+				return call("read_file", `{"path":"src/office-details.component.html"}`, "<div class=\"office\">…</div>")
+			case 1:
+				return call("list_dir", `{"path":"src"}`, "office-details.component.html office-details.component.ts")
+			}
+			return sh("git status --short", " M src/office-details.component.ts")
 		}},
 	{"comment added to the same code", "notebook agents: the same snippet re-run with a comment added or removed, the same output",
 		nil, func(n int) step {
