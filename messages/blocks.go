@@ -56,7 +56,9 @@ func (b *builder) fields(bl *block) {
 }
 
 // messages translates the messages. Consecutive messages of one role are
-// one turn, as Anthropic's API reads them.
+// one turn, as Anthropic's API reads them. A system message among them
+// (Claude Code sends one after the user's first) is a chat system message
+// in the same place.
 func (b *builder) messages(req *request) error {
 	if !req.hasMessages {
 		return chat.InvalidRequest("messages", "missing required parameter: messages")
@@ -71,8 +73,8 @@ func (b *builder) messages(req *request) error {
 		switch {
 		case isNull(m.role):
 			return chat.InvalidRequest(fmt.Sprintf("messages[%d].role", i), "missing required parameter: messages[%d].role", i)
-		case roles[i] != "user" && roles[i] != "assistant":
-			return chat.InvalidRequest(fmt.Sprintf("messages[%d].role", i), "messages[%d].role must be user or assistant, not %s", i, brief(m.role))
+		case roles[i] != "user" && roles[i] != "assistant" && roles[i] != "system":
+			return chat.InvalidRequest(fmt.Sprintf("messages[%d].role", i), "messages[%d].role must be user, assistant or system, not %s", i, brief(m.role))
 		}
 		if !m.hasContent {
 			return chat.InvalidRequest(fmt.Sprintf("messages[%d].content", i), "missing required parameter: messages[%d].content", i)
@@ -84,15 +86,46 @@ func (b *builder) messages(req *request) error {
 			j++
 		}
 		var err error
-		if roles[i] == "user" {
+		switch roles[i] {
+		case "user":
 			err = b.userTurn(msgs, i, j)
-		} else {
+		case "system":
+			err = b.systemTurn(msgs, i, j)
+		default:
 			err = b.assistantTurn(msgs, i, j)
 		}
 		if err != nil {
 			return err
 		}
 		i = j
+	}
+	return nil
+}
+
+// systemTurn translates system messages [from, to) into one chat
+// system message in their place: their text blocks joined, any other
+// block dropped.
+func (b *builder) systemTurn(msgs []inMessage, from, to int) error {
+	var text textJoin
+	for i := from; i < to; i++ {
+		bls := msgs[i].content
+		for j := range bls {
+			bl := &bls[j]
+			b.fields(bl)
+			switch {
+			case bl.Type == "":
+				return chat.InvalidRequest(where(i, j)+".type", "missing required parameter: %s.type", where(i, j))
+			case bl.Type != "text":
+				b.dropAs("system."+bl.Type, "content")
+			case !isString(bl.Text):
+				return chat.InvalidRequest(where(i, j)+".text", "%s.text must be a string", where(i, j))
+			default:
+				text.add(bl.Text)
+			}
+		}
+	}
+	if text.n > 0 {
+		b.msgs = append(b.msgs, chatMessage{Role: "system", Content: text.json()})
 	}
 	return nil
 }
@@ -255,6 +288,7 @@ func (b *builder) assistantTurn(msgs []inMessage, from, to int) error {
 					return err
 				}
 				calls = append(calls, c)
+				b.useID(bl.ID)
 			case "":
 				return chat.InvalidRequest(where(i, j)+".type", "missing required parameter: %s.type", where(i, j))
 			default:
@@ -290,6 +324,14 @@ func toolCall(bl *block, param string) (chatCall, error) {
 		return chatCall{}, chat.InvalidRequest(param+".input", "%s.input must be an object, not %s", param, jsonKind(args))
 	}
 	return chatCall{ID: bl.ID, Name: bl.Name, Arguments: args}, nil
+}
+
+// useID notes id, a tool_use id of the history (Reply.ToolUseIDs).
+func (b *builder) useID(id json.RawMessage) {
+	if b.ids == nil {
+		b.ids = make(map[string]bool)
+	}
+	b.ids[string(inner(id))] = true
 }
 
 // blockField is the Field of a dropped block of type typ.

@@ -214,7 +214,7 @@ func FromCompletion(r Reply, body []byte) ([]byte, error) {
 	}
 	for _, tc := range ch.Message.ToolCalls {
 		callID := tc.ID
-		if inner(callID) == nil {
+		if r.taken(callID) {
 			callID = toolUseID(id, n)
 		}
 		dst = appendToolUseHead(comma(dst, n), callID, tc.Function.Name)
@@ -230,6 +230,14 @@ func FromCompletion(r Reply, body []byte) ([]byte, error) {
 	}
 	reason, seq := stopReason(finish, seq, r.StopSequences, len(ch.Message.ToolCalls) > 0)
 	return appendMessageTail(dst, reason, seq, u), nil
+}
+
+// taken reports that a tool call's id cannot be its tool_use id: the
+// upstream gave none, or the request's history holds a tool_use of that
+// id (see Reply.ToolUseIDs).
+func (r *Reply) taken(id []byte) bool {
+	in := inner(id)
+	return in == nil || r.ToolUseIDs[string(in)]
 }
 
 func comma(dst []byte, n int) []byte {

@@ -96,3 +96,35 @@ func TestFromCompletionID(t *testing.T) {
 		t.Errorf("a body that is not JSON was read")
 	}
 }
+
+// A call whose id the request's history already holds gets an id of the
+// gateway's, the same streamed or not; any other keeps the upstream's.
+func TestToolUseIDsUniqueInConversation(t *testing.T) {
+	tr, err := messages.Translate([]byte(`{"model":"m","max_tokens":9,"messages":[{"role":"user","content":"q"},
+		{"role":"assistant","content":[{"type":"tool_use","id":"call_sim_1","name":"f","input":{}}]},
+		{"role":"user","content":[{"type":"tool_result","tool_use_id":"call_sim_1","content":"a"}]}]}`), messages.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	completion := `{"id":"c9","object":"chat.completion","choices":[{"index":0,"finish_reason":"tool_calls","message":{"role":"assistant","content":null,
+		"tool_calls":[{"id":"call_sim_1","type":"function","function":{"name":"f","arguments":"{}"}},{"id":"call_new","type":"function","function":{"name":"g","arguments":"{}"}}]}}]}`
+	body, err := messages.FromCompletion(tr.Reply, []byte(completion))
+	if err != nil {
+		t.Fatal(err)
+	}
+	whole := decodeMessage(t, body)
+	if id := whole.Content[0].ID; id == "call_sim_1" || !strings.HasPrefix(id, "toolu_") || whole.Content[1].ID != "call_new" {
+		t.Errorf("tool_use ids %q %q, want a toolu_ id for the repeated one, call_new kept", id, whole.Content[1].ID)
+	}
+	evs, err := sdkStream(t, translate(t, tr.Reply, []string{
+		`{"id":"c9","choices":[{"index":0,"delta":{"role":"assistant","tool_calls":[{"index":0,"id":"call_sim_1","type":"function","function":{"name":"f","arguments":"{}"}}]}}]}`,
+		`{"id":"c9","choices":[{"index":0,"delta":{"tool_calls":[{"index":1,"id":"call_new","type":"function","function":{"name":"g","arguments":"{}"}}]},"finish_reason":"tool_calls"}]}`,
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	streamed := accumulate(t, evs)
+	if streamed.Content[0].ID != whole.Content[0].ID || streamed.Content[1].ID != "call_new" {
+		t.Errorf("streamed ids %q %q, want %q call_new", streamed.Content[0].ID, streamed.Content[1].ID, whole.Content[0].ID)
+	}
+}

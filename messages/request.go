@@ -85,6 +85,13 @@ type Reply struct {
 	// the upstream reports its own (message_start has no other); 0 when
 	// the gateway did not count it.
 	InputTokens int
+	// ToolUseIDs are the ids of the tool_use blocks of the request's
+	// history, as written between their quotes. Anthropic's API wants
+	// every tool_use id of a conversation unique (Claude Code drops a
+	// call whose id it has seen), where a chat upstream's call ids need
+	// only be unique within one answer: a call whose id is one of these
+	// gets an id of the gateway's (toolu_…).
+	ToolUseIDs map[string]bool
 }
 
 // topLevel are the request's top-level fields the translation reads;
@@ -144,7 +151,7 @@ func translate(body []byte, c Config, count bool) (*Translation, error) {
 	}
 	out.Messages = b.msgs
 	t := &Translation{Body: out.appendJSON(make([]byte, 0, len(body)+len(body)/8+256)), Dropped: b.dropped.list(), Stream: out.Stream,
-		Reply: Reply{Model: out.Model, StopSequences: out.Stop}}
+		Reply: Reply{Model: out.Model, StopSequences: out.Stop, ToolUseIDs: b.ids}}
 	return t, nil
 }
 
@@ -154,6 +161,8 @@ type builder struct {
 	count   bool
 	dropped names
 	msgs    []chatMessage
+	// ids are the history's tool_use ids (Reply.ToolUseIDs).
+	ids map[string]bool
 }
 
 // drop names a dropped field or block whose name says its Field.

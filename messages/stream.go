@@ -166,7 +166,7 @@ func (s *Stream) call(dst []byte, c chunkscan.Call) ([]byte, error) {
 		}
 		s.calls[c.Index] = s.next
 		id := c.ID
-		if inner(id) == nil {
+		if s.reply.taken(id) {
 			id = toolUseID(s.id, s.next)
 		}
 		dst = s.openBlock(dst, blockToolUse)
