@@ -80,8 +80,7 @@ func (r *recorder) events(id string) []metrics.Trace {
 
 // gateway serves one setup in front of the double, through the real
 // router on a loopback server.
-func gateway(tb testing.TB, s setup, ts []*trajectory, rec *recorder) *httptest.Server {
-	tb.Helper()
+func gateway(tb testing.TB, s setup, ts []*trajectory, rec *recorder) (*httptest.Server, error) {
 	up := httptest.NewServer(double(ts))
 	tb.Cleanup(up.Close)
 	cfg := proxy.Config{
@@ -91,11 +90,11 @@ func gateway(tb testing.TB, s setup, ts []*trajectory, rec *recorder) *httptest.
 	}
 	h, err := proxy.New(cfg, proxy.Options{DefaultProtocol: proxy.ProtocolTwoStage, TwoStage: protocol.NewTwoStage(protocol.TwoStageConfig{}, rec)})
 	if err != nil {
-		tb.Fatalf("proxy.New: %v", err)
+		return nil, fmt.Errorf("proxy.New: %w", err)
 	}
 	srv := httptest.NewServer(h)
 	tb.Cleanup(srv.Close)
-	return srv
+	return srv, nil
 }
 
 // replay sends trajectory ti's requests in order until the gateway alters
@@ -170,10 +169,12 @@ func wouldAlter(t *trajectory, rec *recorder, config string, ti int) (int, strin
 }
 
 // runSetup replays every trajectory through one gateway, a few at once.
-func runSetup(tb testing.TB, s setup, ts []*trajectory) []outcome {
-	tb.Helper()
+func runSetup(tb testing.TB, s setup, ts []*trajectory) ([]outcome, error) {
 	rec := &recorder{byID: map[string][]metrics.Trace{}}
-	gw := gateway(tb, s, ts, rec)
+	gw, err := gateway(tb, s, ts, rec)
+	if err != nil {
+		return nil, err
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	out := make([]outcome, len(ts))
@@ -186,10 +187,7 @@ func runSetup(tb testing.TB, s setup, ts []*trajectory) []outcome {
 			return err
 		})
 	}
-	if err := g.Wait(); err != nil {
-		tb.Fatalf("%s: %v", s.name, err)
-	}
-	return out
+	return out, g.Wait()
 }
 
 // TestReplay replays the public trajectories of ../shared/traces through
@@ -206,10 +204,30 @@ func TestReplay(t *testing.T) {
 	for i, tr := range ts {
 		loops[i] = loopOf(tr)
 	}
+	// The setups replay at once, each through its own gateway, so that
+	// both cores stay busy while one setup finishes its longest runs.
 	results := map[string][]outcome{}
+	took := map[string]time.Duration{}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
 	for _, s := range setups {
-		results[s.name] = runSetup(t, s, ts)
-		t.Logf("%s", figures(s, ts, loops, results[s.name]))
+		wg.Go(func() {
+			start := time.Now()
+			out, err := runSetup(t, s, ts)
+			if err != nil {
+				t.Errorf("%s: %v", s.name, err)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			results[s.name], took[s.name] = out, time.Since(start)
+		})
+	}
+	wg.Wait()
+	if t.Failed() {
+		t.FailNow()
+	}
+	for _, s := range setups {
+		t.Logf("%s  (replayed in %s)", figures(s, ts, loops, results[s.name]), took[s.name].Round(time.Second))
 	}
 	for i, tr := range ts {
 		agent, observe := results["agent"][i], results["observe"][i]
