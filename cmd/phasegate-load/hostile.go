@@ -24,8 +24,9 @@ const (
 	// hostileMessages sends 500,000 tiny messages, about 15 MiB: a 400
 	// (or a 503).
 	hostileMessages hostile = "messages"
-	// hostileTrickle sends its body a byte a second: a 408 after
-	// BODY_READ_TIMEOUT.
+	// hostileTrickle sends its body a byte a second: a 408 once
+	// MIN_BODY_RATE_GRACE has passed (or after BODY_READ_TIMEOUT, when
+	// shorter).
 	hostileTrickle hostile = "trickle"
 )
 

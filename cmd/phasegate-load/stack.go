@@ -141,7 +141,10 @@ func (st *stack) startGateway(ctx context.Context, bin string) (string, error) {
 	cmd := exec.Command(bin)
 	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "LISTEN_ADDR=127.0.0.1:0", "LOG_LEVEL=info",
 		"OPENAI_BASE_URL=" + st.upstreamURL + "/v1", "OPENAI_API_KEY=sk-load-test",
-		"SHUTDOWN_DRAIN_DELAY=0s", "SHUTDOWN_TIMEOUT=5s", "BODY_READ_TIMEOUT=" + st.bodyTimeout.String()}
+		"SHUTDOWN_DRAIN_DELAY=0s", "SHUTDOWN_TIMEOUT=5s", "BODY_READ_TIMEOUT=" + st.bodyTimeout.String(),
+		// Every simulated client comes from one loopback address, which a
+		// share of the in-flight memory would treat as one client.
+		"MAX_INFLIGHT_SHARE=100"}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
