@@ -235,9 +235,6 @@ func New(cfg Config, opts Options) (*Handler, error) {
 		doors:    opts.doors,
 		doorOf:   map[string]*door{},
 	}
-	if h.doors == nil {
-		h.doors = frontDoors
-	}
 	h.ownDefaults(opts)
 	h.watchCancels()
 	if opts.TracerProvider != nil {
@@ -255,6 +252,9 @@ func New(cfg Config, opts Options) (*Handler, error) {
 // registry, rate limits, stored responses and resumable streams kept in
 // this process.
 func (h *Handler) ownDefaults(opts Options) {
+	if h.doors == nil {
+		h.doors = frontDoors
+	}
 	if h.metrics == nil {
 		reg := prometheus.NewRegistry()
 		names := make([]string, 0, len(h.cfg.Providers))
