@@ -555,7 +555,7 @@ func TestMessagesPingAndErrorEvent(t *testing.T) {
 // ccHeader are the headers Claude Code 2.1.328 sends with every request.
 func ccHeader() http.Header {
 	return http.Header{"X-Api-Key": {"key-a"}, "Anthropic-Version": {"2023-06-01"},
-		"Anthropic-Beta":                            {"claude-code-20250219,interleaved-thinking-2025-05-14,context-management-2025-06-27,mid-conversation-tool-changes-2026-07-01,thinking-token-count-2026-05-13,advanced-tool-use-2025-11-20,effort-2025-11-24"},
+		"Anthropic-Beta": {"claude-code-20250219,interleaved-thinking-2025-05-14,context-management-2025-06-27,mid-conversation-tool-changes-2026-07-01,thinking-token-count-2026-05-13,advanced-tool-use-2025-11-20,effort-2025-11-24"},
 		"Anthropic-Dangerous-Direct-Browser-Access": {"true"}, "X-App": {"cli"}, "X-Claude-Code-Session-Id": {"74e3c151-fd79-4baf-b5eb-508e5bc65ac9"},
 		"User-Agent": {"claude-cli/2.1.328 (external, sdk-cli)"}, "X-Stainless-Lang": {"js"}, "X-Stainless-Retry-Count": {"0"}}
 }
