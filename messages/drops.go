@@ -15,13 +15,13 @@ var DropFields = []string{
 	"tools.web_search", "tools.web_fetch", "tools.code_execution", "tools.text_editor", "tools.bash", "tools.computer",
 	"tools.memory", "tools.tool_search", "tools.mcp", "tools.other",
 	"cache_control", "citations", "context_management", "output_config", "container", "mcp_servers", "service_tier",
-	"inference_geo", "metadata", "thinking", "redacted_thinking", "top_k", "tool_choice", "tool_field", "content", "other",
+	"inference_geo", "metadata", "thinking", "redacted_thinking", "top_k", "tool_choice", "tool_field", "content", "thread", "other",
 }
 
 // fieldKinds are the dropped names that are their own Field.
 var fieldKinds = map[string]bool{"cache_control": true, "citations": true, "context_management": true, "output_config": true,
 	"container": true, "mcp_servers": true, "service_tier": true, "inference_geo": true, "thinking": true,
-	"redacted_thinking": true, "top_k": true, "tool_choice": true}
+	"redacted_thinking": true, "top_k": true, "tool_choice": true, "thread": true}
 
 // fieldOf is the Field of a dropped field or block named name.
 func fieldOf(name string) string {

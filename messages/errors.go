@@ -75,9 +75,15 @@ func message(e *chat.Error) string {
 }
 
 // appendError appends the error object {"type":"error","error":{...}}.
+// A thread not found says so in details.error_code, where Anthropic's
+// SDKs look for it.
 func appendError(dst []byte, typ ErrorType, e *chat.Error) []byte {
 	dst = append(append(append(dst, `{"type":"error","error":{"type":"`...), typ...), `","message":`...)
-	return append(appendString(dst, message(e)), "}}"...)
+	dst = appendString(dst, message(e))
+	if e.Code == CodeThreadNotFound {
+		dst = append(dst, `,"details":{"error_code":"`+CodeThreadNotFound+`"}`...)
+	}
+	return append(dst, "}}"...)
 }
 
 // errorStatus is ErrorStatus of e's status. An error read back from a

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"maps"
+	"net/http"
 	"reflect"
 	"slices"
 
@@ -132,6 +133,9 @@ func translate(body []byte, c Config, count bool) (*Translation, error) {
 		if !topLevel[k] {
 			b.drop(k) // in order, so that which are named past maxDropped is stable
 		}
+	}
+	if err := thread(fields["thread"]); err != nil {
+		return nil, err
 	}
 	out := &chatRequest{}
 	if err := b.scalars(fields, out); err != nil {
@@ -280,6 +284,35 @@ func (b *builder) thinking(raw json.RawMessage, out *chatRequest) error {
 	}
 	out.Thinking = mode
 	return nil
+}
+
+// CodeThreadNotFound is the error code of a request that continues a
+// message thread (thread.type continue): the gateway holds no threads, so
+// none is found. Anthropic's SDKs answer it by sending the whole
+// conversation again under a new thread (which the gateway reads as any
+// request, dropping thread), so their tool runners work through the
+// gateway, at one refused request a turn.
+const CodeThreadNotFound = "thread_not_found"
+
+// thread refuses a request that continues a message thread; one that
+// creates a thread is a request like any other (thread is dropped).
+func thread(raw json.RawMessage) error {
+	if isNull(raw) {
+		return nil
+	}
+	var t struct {
+		Type              string `json:"type"`
+		PreviousMessageID string `json:"previous_message_id"`
+	}
+	if err := decodeRaw(raw, "thread", &t); err != nil {
+		return err
+	}
+	if t.Type != "continue" {
+		return nil
+	}
+	e := chat.InvalidRequest("thread.previous_message_id", "message thread %q not found: this gateway holds no message threads; send the whole conversation", short(t.PreviousMessageID))
+	e.Status, e.Code = http.StatusNotFound, CodeThreadNotFound
+	return e
 }
 
 // decode unmarshals field key of f into v; an absent or null field

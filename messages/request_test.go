@@ -365,3 +365,32 @@ func TestTranslateUpstreamByModel(t *testing.T) {
 		}
 	}
 }
+
+// A request that creates a message thread is served as any (thread
+// dropped); one that continues a thread is a 404 thread_not_found, said
+// where Anthropic's SDKs look for it, so that they send the whole
+// conversation again.
+func TestTranslateThreads(t *testing.T) {
+	const head = `{"model":"m","max_tokens":9,"messages":[{"role":"user","content":"hi"}],`
+	tr, err := messages.Translate([]byte(head+`"thread":{"type":"create"}}`), messages.Config{})
+	if err != nil || !slices.Equal(dropParams(tr.Dropped), []string{"thread"}) || tr.Dropped[0].Field != "thread" {
+		t.Fatalf("create: %v %+v", err, tr)
+	}
+	_, err = messages.Translate([]byte(head+`"thread":{"type":"continue","previous_message_id":"msg_1"}}`), messages.Config{})
+	var ce *chat.Error
+	if !errors.As(err, &ce) || ce.Code != messages.CodeThreadNotFound {
+		t.Fatalf("continue: %v", err)
+	}
+	status, body := messages.ErrorResponse(ce)
+	var v struct {
+		Error struct {
+			Type    string `json:"type"`
+			Details struct {
+				ErrorCode string `json:"error_code"`
+			} `json:"details"`
+		} `json:"error"`
+	}
+	if err := json.Unmarshal(body, &v); err != nil || status != http.StatusNotFound || v.Error.Type != "not_found_error" || v.Error.Details.ErrorCode != "thread_not_found" {
+		t.Errorf("continue answered %d %s", status, body)
+	}
+}

@@ -22,7 +22,7 @@ var (
 		"prompt_cache_key", "safety_identifier", "service_tier", "text.verbosity", "client_metadata", "truncation", "include",
 		"tools.web_fetch", "tools.code_execution", "tools.text_editor", "tools.bash", "tools.computer", "tools.memory",
 		"cache_control", "citations", "context_management", "output_config", "container", "mcp_servers", "inference_geo",
-		"metadata", "thinking", "redacted_thinking", "top_k", "tool_choice", "tool_field", "content",
+		"metadata", "thinking", "redacted_thinking", "top_k", "tool_choice", "tool_field", "content", "thread",
 		"other",
 	}
 )

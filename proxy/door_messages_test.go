@@ -551,3 +551,134 @@ func TestMessagesPingAndErrorEvent(t *testing.T) {
 		t.Error("the SDK read a cut stream without an error")
 	}
 }
+
+// ccHeader are the headers Claude Code 2.1.328 sends with every request.
+func ccHeader() http.Header {
+	return http.Header{"X-Api-Key": {"key-a"}, "Anthropic-Version": {"2023-06-01"},
+		"Anthropic-Beta": {"claude-code-20250219,interleaved-thinking-2025-05-14,context-management-2025-06-27,mid-conversation-tool-changes-2026-07-01,thinking-token-count-2026-05-13,advanced-tool-use-2025-11-20,effort-2025-11-24"},
+		"Anthropic-Dangerous-Direct-Browser-Access": {"true"}, "X-App": {"cli"}, "X-Claude-Code-Session-Id": {"74e3c151-fd79-4baf-b5eb-508e5bc65ac9"},
+		"User-Agent": {"claude-cli/2.1.328 (external, sdk-cli)"}, "X-Stainless-Lang": {"js"}, "X-Stainless-Retry-Count": {"0"}}
+}
+
+// ccRequest is a request shaped as Claude Code 2.1.328 sends it (its
+// fields, blocks and tools, short texts in place of its prompts), with
+// messages after its first user message and system message.
+func ccRequest(model string, messages ...any) map[string]any {
+	schema := func(prop string) map[string]any {
+		return map[string]any{"$schema": "https://json-schema.org/draft/2020-12/schema", "type": "object", "additionalProperties": false,
+			"properties": map[string]any{prop: map[string]any{"type": "string"}}, "required": []string{prop}}
+	}
+	eph := map[string]any{"type": "ephemeral"}
+	first := []any{
+		map[string]any{"role": "user", "content": []any{map[string]any{"type": "text", "text": "<system-reminder>\nNotes.\n</system-reminder>\n"},
+			map[string]any{"type": "text", "text": "list the files"}}},
+		map[string]any{"role": "system", "content": []any{map[string]any{"type": "text", "text": "# Environment\n - Primary working directory: /tmp/w", "cache_control": eph}}},
+	}
+	return map[string]any{"model": model, "max_tokens": 32000, "stream": true, "messages": append(first, messages...),
+		"system": []any{map[string]any{"type": "text", "text": "x-anthropic-billing-header: cc_version=2.1.328; cc_entrypoint=sdk-cli;"},
+			map[string]any{"type": "text", "text": "You are an agent.", "cache_control": eph}},
+		"tools": []any{map[string]any{"name": "Bash", "description": "Run a command", "input_schema": schema("command")},
+			map[string]any{"name": "Read", "description": "Read a file", "input_schema": schema("file_path")},
+			map[string]any{"name": "DeferredToolPlaceholder", "description": "", "input_schema": map[string]any{"type": "object", "properties": map[string]any{}}, "defer_loading": true}},
+		"metadata":           map[string]any{"user_id": `{"device_id":"9c0947","account_uuid":"","session_id":"74e3c151-fd79-4baf-b5eb-508e5bc65ac9"}`},
+		"thinking":           map[string]any{"type": "adaptive", "display": "omitted"},
+		"context_management": map[string]any{"edits": []any{map[string]any{"type": "clear_thinking_20251015", "keep": "all"}}},
+		"output_config":      map[string]any{"effort": "high"},
+	}
+}
+
+// msStream posts req to path with header h and reads the stream with the
+// SDK's decoder and accumulator.
+func msStream(t *testing.T, gw *httptest.Server, path string, h http.Header, req map[string]any) (http.Header, anthropic.Message) {
+	t.Helper()
+	body, _ := json.Marshal(req)
+	r, _ := http.NewRequestWithContext(proxytest.Context(t), http.MethodPost, gw.URL+path, strings.NewReader(string(body)))
+	r.Header = h.Clone()
+	r.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		t.Fatalf("%s: %d %s", path, resp.StatusCode, b)
+	}
+	s := ssestream.NewStream[anthropic.MessageStreamEventUnion](ssestream.NewDecoder(resp), nil)
+	defer s.Close()
+	var m anthropic.Message
+	for s.Next() {
+		if err := m.Accumulate(s.Current()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return resp.Header, m
+}
+
+// msToolUses are the tool_use blocks of m.
+func msToolUses(m anthropic.Message) []anthropic.ContentBlockUnion {
+	var out []anthropic.ContentBlockUnion
+	for _, b := range m.Content {
+		if b.Type == "tool_use" {
+			out = append(out, b)
+		}
+	}
+	return out
+}
+
+// Claude Code's requests, as Claude Code 2.1.328 sends them, on the
+// looping model: every field and beta accepted (those a chat upstream has
+// no use for dropped and named), its system message kept in its place,
+// one command run and then an answer; a new turn's call whose upstream id
+// the history holds comes back under an id of the gateway's.
+func TestMessagesClaudeCodeRequests(t *testing.T) {
+	up, gw, reg := msGateway(t, proxytest.Simulated(), proxy.Config{ClientKeys: []proxy.ClientKey{{Key: "key-a"}}})
+	const path = "/v1/messages?beta=true"
+	h, first := msStream(t, gw, path, ccHeader(), ccRequest(sim.LoopingModel))
+	if got, want := h.Get("X-Phasegate-Dropped"), "cache_control, context_management, defer_loading, output_config"; got != want {
+		t.Errorf("X-Phasegate-Dropped = %q, want %q", got, want)
+	}
+	calls := msToolUses(first)
+	if len(calls) != 1 || calls[0].Name != "Bash" || first.StopReason != anthropic.StopReasonToolUse {
+		t.Fatalf("first answer: %+v", first)
+	}
+	run := []any{first.ToParam(), map[string]any{"role": "user", "content": []any{map[string]any{"type": "tool_result", "tool_use_id": calls[0].ID,
+		"content": "This command requires approval", "is_error": true, "cache_control": map[string]any{"type": "ephemeral"}}}}}
+	_, second := msStream(t, gw, path, ccHeader(), ccRequest(sim.LoopingModel, run...))
+	if len(msToolUses(second)) != 0 || second.StopReason != anthropic.StopReasonEndTurn || !strings.Contains(msText(&second), "Final answer") {
+		t.Errorf("second answer: %+v, want the final answer", second)
+	}
+	again := append(run, second.ToParam(), map[string]any{"role": "user", "content": "and again"})
+	_, third := msStream(t, gw, path, ccHeader(), ccRequest(sim.LoopingModel, again...))
+	if c := msToolUses(third); len(c) != 1 || c[0].ID == calls[0].ID || !strings.HasPrefix(c[0].ID, "toolu_") {
+		t.Errorf("a new turn's call: %+v, want an id other than %q", c, calls[0].ID)
+	}
+
+	for i, r := range up.Received() {
+		for k := range r.Header {
+			if strings.HasPrefix(k, "Anthropic-") || k == "X-Api-Key" {
+				t.Errorf("upstream request %d got %s", i, k)
+			}
+		}
+	}
+	var sent struct {
+		Messages []struct {
+			Role    string `json:"role"`
+			Content any    `json:"content"`
+		} `json:"messages"`
+		Thinking json.RawMessage `json:"thinking"`
+		User     string          `json:"user"`
+	}
+	if err := up.Received()[0].Decode(&sent); err != nil {
+		t.Fatal(err)
+	}
+	if len(sent.Messages) != 3 || sent.Messages[2].Role != "system" || string(sent.Thinking) != `{"type":"enabled"}` || !strings.Contains(sent.User, "session_id") {
+		t.Errorf("sent upstream: %+v", sent)
+	}
+	if got := cxDropped(t, reg, "messages", "tool_field"); got != 3 {
+		t.Errorf("defer_loading counted %v times, want 3", got)
+	}
+}
