@@ -392,9 +392,23 @@ func (m *RedisResponses) Put(ctx context.Context, key string, val []byte) error 
 	return nil
 }
 
-// Get returns the record under key, or ErrNotFound.
+// Get returns the record under key, or ErrNotFound. A record of
+// LargeValue or more is read as it is written: on the bulk connections,
+// with a deadline scaled to its size (its length is asked first).
 func (m *RedisResponses) Get(ctx context.Context, key string) ([]byte, error) {
-	b, err := m.r.c.Get(ctx, responsesKeys.entry+key).Bytes()
+	k := responsesKeys.entry + key
+	c := m.r.c
+	n, err := c.StrLen(ctx, k).Result()
+	if err != nil {
+		return nil, fmt.Errorf("read response record: %w", err)
+	}
+	if n >= LargeValue {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, m.r.bulkTimeout(int(n)))
+		defer cancel()
+		c = m.r.bulk
+	}
+	b, err := c.Get(ctx, k).Bytes()
 	if errors.Is(err, redis.Nil) {
 		return nil, ErrNotFound
 	}
