@@ -1,12 +1,16 @@
 package proxy_test
 
-// What the Responses door costs over the chat route, through the real
-// router on loopback:
+// What the Responses and Messages doors cost over the chat route, through
+// the real router on loopback:
 //
 //	go test ./proxy -run '^$' -bench '^BenchmarkResponsesStream$' -benchtime 2000x -count 5
+//	go test ./proxy -run '^$' -bench '^BenchmarkMessagesStream$' -benchtime 2000x -count 5
+//	go test ./proxy -run '^$' -bench '^BenchmarkDoorsInterleaved$' -benchtime 1500x -count 3
 
 import (
+	"net/http"
 	"testing"
+	"time"
 
 	"github.com/phasegate/phasegate/protocol"
 	"github.com/phasegate/phasegate/proxy"
@@ -14,21 +18,37 @@ import (
 	"github.com/phasegate/phasegate/sim"
 )
 
-// BenchmarkResponsesStream serves the same guarded 200-chunk stream (150
-// text chunks, then a call in 48 argument fragments) to a chat client on
-// /v1/chat/completions and to a Responses client on /v1/responses, store
-// on, and reports the CPU time of the whole process per request: the
-// ratio of the two is what the translation costs.
-func BenchmarkResponsesStream(b *testing.B) {
-	reply := benchCallStream().Finish("tool_calls").Usage(40, 200, nil).Done().Reply()
+// doorBench is the same guarded 200-chunk stream (150 text chunks, then a
+// call in 48 argument fragments) asked for by a chat client on
+// /v1/chat/completions, by a Responses client on /v1/responses, store on,
+// and by a Messages client on /v1/messages: the request body and path of
+// each door.
+func doorBench() (reply sim.Reply, bodies, paths map[string]string) {
+	reply = benchCallStream().Finish("tool_calls").Usage(40, 200, nil).Done().Reply()
 	const params = `{"type":"object","properties":{"path":{"type":"string"}},"required":["path"]}`
-	bodies := map[string]string{
+	bodies = map[string]string{
 		"chat": `{"model":"` + testModel + `","stream":true,"stream_options":{"include_usage":true},"messages":[{"role":"user","content":"Read a.go."}],` +
 			`"tools":[{"type":"function","function":{"name":"read_file","parameters":` + params + `}}]}`,
 		"responses": `{"model":"` + testModel + `","stream":true,"input":"Read a.go.","tools":[{"type":"function","name":"read_file","parameters":` + params + `}]}`,
+		"messages": `{"model":"` + testModel + `","max_tokens":1024,"stream":true,"messages":[{"role":"user","content":"Read a.go."}],` +
+			`"tools":[{"name":"read_file","input_schema":` + params + `}]}`,
 	}
-	paths := map[string]string{"chat": "/v1/chat/completions", "responses": "/v1/responses"}
-	for _, door := range []string{"chat", "responses"} {
+	paths = map[string]string{"chat": "/v1/chat/completions", "responses": "/v1/responses", "messages": "/v1/messages"}
+	return reply, bodies, paths
+}
+
+// BenchmarkResponsesStream serves doorBench's stream to the chat and
+// Responses doors and reports the CPU time of the whole process per
+// request: the ratio of the two is what the translation costs.
+func BenchmarkResponsesStream(b *testing.B) { benchDoors(b, "chat", "responses") }
+
+// BenchmarkMessagesStream is BenchmarkResponsesStream for the Messages
+// door.
+func BenchmarkMessagesStream(b *testing.B) { benchDoors(b, "chat", "messages") }
+
+func benchDoors(b *testing.B, doors ...string) {
+	reply, bodies, paths := doorBench()
+	for _, door := range doors {
 		b.Run(door, func(b *testing.B) {
 			_, usrv := proxytest.NewServer(b, func(proxytest.Received) sim.Reply { return reply })
 			gw := serveGateway(b, config(usrv), proxy.Options{DefaultProtocol: proxy.ProtocolTwoStage, TwoStage: protocol.NewTwoStage(protocol.TwoStageConfig{}, nil)})
@@ -37,28 +57,40 @@ func BenchmarkResponsesStream(b *testing.B) {
 	}
 }
 
-// BenchmarkMessagesStream serves the same guarded 200-chunk stream as
-// BenchmarkResponsesStream to a chat client on /v1/chat/completions and
-// to a Messages client on /v1/messages, and reports the CPU time of the
-// whole process per request: the ratio of the two is what the Messages
-// door's translation costs.
+// BenchmarkDoorsInterleaved serves doorBench's stream to the three doors
+// in turn, request by request, through one gateway, so that all see the
+// same machine (a shared one's load included), and reports the CPU time
+// of the whole process per request of each, and each ratio to chat:
 //
-//	go test ./proxy -run '^$' -bench '^BenchmarkMessagesStream$' -benchtime 1500x -count 6
-func BenchmarkMessagesStream(b *testing.B) {
-	reply := benchCallStream().Finish("tool_calls").Usage(40, 200, nil).Done().Reply()
-	const params = `{"type":"object","properties":{"path":{"type":"string"}},"required":["path"]}`
-	bodies := map[string]string{
-		"chat": `{"model":"` + testModel + `","stream":true,"stream_options":{"include_usage":true},"messages":[{"role":"user","content":"Read a.go."}],` +
-			`"tools":[{"type":"function","function":{"name":"read_file","parameters":` + params + `}}]}`,
-		"messages": `{"model":"` + testModel + `","max_tokens":1024,"stream":true,"messages":[{"role":"user","content":"Read a.go."}],` +
-			`"tools":[{"name":"read_file","input_schema":` + params + `}]}`,
+//	go test ./proxy -run '^$' -bench '^BenchmarkDoorsInterleaved$' -benchtime 1500x -count 3
+func BenchmarkDoorsInterleaved(b *testing.B) {
+	reply, bodies, paths := doorBench()
+	_, usrv := proxytest.NewServer(b, func(proxytest.Received) sim.Reply { return reply })
+	gw := serveGateway(b, config(usrv), proxy.Options{DefaultProtocol: proxy.ProtocolTwoStage, TwoStage: protocol.NewTwoStage(protocol.TwoStageConfig{}, nil)})
+	doors := []string{"chat", "responses", "messages"}
+	pairs := make([]*benchPair, len(doors))
+	for i, door := range doors {
+		tr := http.DefaultTransport.(*http.Transport).Clone()
+		b.Cleanup(tr.CloseIdleConnections)
+		pairs[i] = &benchPair{client: &http.Client{Transport: tr}}
+		pairs[i].roundTrip(b, gw.URL+paths[door], bodies[door])
 	}
-	paths := map[string]string{"chat": "/v1/chat/completions", "messages": "/v1/messages"}
-	for _, door := range []string{"chat", "messages"} {
-		b.Run(door, func(b *testing.B) {
-			_, usrv := proxytest.NewServer(b, func(proxytest.Received) sim.Reply { return reply })
-			gw := serveGateway(b, config(usrv), proxy.Options{DefaultProtocol: proxy.ProtocolTwoStage, TwoStage: protocol.NewTwoStage(protocol.TwoStageConfig{}, nil)})
-			benchCPU(b, gw.URL+paths[door], bodies[door])
-		})
+	cpu := make([]time.Duration, len(doors))
+	b.ReportAllocs()
+	b.ResetTimer()
+	for n := range b.N {
+		for k := range doors {
+			i := (n + k) % len(doors) // each door first in turn
+			t0 := cpuTime(b)
+			pairs[i].roundTrip(b, gw.URL+paths[doors[i]], bodies[doors[i]])
+			cpu[i] += cpuTime(b) - t0
+		}
+	}
+	b.StopTimer()
+	per := func(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1e3 / float64(b.N) }
+	b.ReportMetric(per(cpu[0]), "chat-cpu-µs/req")
+	for i, door := range doors[1:] {
+		b.ReportMetric(per(cpu[i+1]), door+"-cpu-µs/req")
+		b.ReportMetric(per(cpu[i+1])/per(cpu[0]), door+"/chat")
 	}
 }

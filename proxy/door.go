@@ -73,9 +73,9 @@ type doorRequest interface {
 	// serves.
 	chatBody() []byte
 	// sink is where the strategy's events go: a stream's written as the
-	// door's events to ew (the stream's log sees each, when resumable
-	// says it keeps one), a whole answer's to w when ew is nil. It is
-	// called once.
+	// door's events to ew, a whole answer's to w when ew is nil. resumable
+	// tells that ew keeps each event for a resume and that the stream goes
+	// on when its client leaves. It is called once.
 	sink(w http.ResponseWriter, ew eventWriter, resumable bool) sink
 	// logKey is the key, in the store of streams, of the log of the
 	// request's stream when it is resumable (and of its cancel), and the
@@ -129,7 +129,7 @@ func (h *Handler) doorRoutes(g *gin.RouterGroup, route string, chain []gin.Handl
 	}
 }
 
-// answer is a whole answer written before any byte of another: an
+// answer is what a door answers, whole, before it wrote any byte: an
 // error's status, headers (nil: a JSON content type) and body.
 type answer struct {
 	status int

@@ -303,7 +303,7 @@ func (h *Handler) storeResponse(ctx context.Context, owner string, resp *respons
 		return // deleted while it ran: it stays deleted
 	}
 	rec := record{Response: resp.JSON(), Input: input}
-	index := resp.Output()
+	var index []responses.Item
 	for i := range input {
 		if input[i].ID == "" && input[i].Type != responses.TypeItemReference {
 			input[i].ID = responses.ItemID(input[i].Type)
@@ -316,6 +316,12 @@ func (h *Handler) storeResponse(ctx context.Context, owner string, resp *respons
 	b, err := json.Marshal(rec)
 	if err == nil {
 		err = h.stored.Put(ctx, responseKey(owner, resp.ID), b)
+	}
+	for id, item := range resp.OutputJSON() { // as rendered: it decodes as resp.Output()
+		if err != nil {
+			break
+		}
+		err = h.stored.Put(ctx, itemKey(owner, id), item)
 	}
 	for _, it := range index {
 		if err != nil {

@@ -3,6 +3,7 @@ package responses
 import (
 	"bytes"
 	"encoding/json"
+	"iter"
 	"strconv"
 	"time"
 )
@@ -199,6 +200,19 @@ func (r *Response) Output() []Item {
 		}
 	}
 	return out
+}
+
+// OutputJSON yields the id of each output item and the item rendered as
+// JSON, which decodes to what Output holds: for a writer that stores
+// them, without a decode and an encode each.
+func (r *Response) OutputJSON() iter.Seq2[string, []byte] {
+	return func(yield func(string, []byte) bool) {
+		for _, it := range r.items {
+			if !yield(it.id, it.appendJSON(nil)) {
+				return
+			}
+		}
+	}
 }
 
 // appendJSON renders the item.

@@ -240,6 +240,21 @@ func TestStreamEvents(t *testing.T) {
 	if len(items) != 3 || items[0].Type != "reasoning" || items[2].Arguments == nil || *items[2].Arguments != `{"a":1}` {
 		t.Errorf("output items = %+v", items)
 	}
+	// As stored, rendered, each decodes to the same item.
+	i := 0
+	for id, b := range resp.OutputJSON() {
+		var it responses.Item
+		if err := json.Unmarshal(b, &it); err != nil || i >= len(items) || id != items[i].ID {
+			t.Fatalf("rendered item %d %s: %v", i, b, err)
+		}
+		if d := cmp.Diff(items[i], it); d != "" {
+			t.Errorf("rendered item %d decodes otherwise (-Output +OutputJSON):\n%s", i, d)
+		}
+		i++
+	}
+	if i != len(items) {
+		t.Errorf("%d items rendered, %d output", i, len(items))
+	}
 }
 
 // A stream cut by the length limit ends incomplete; an in-band error

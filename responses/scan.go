@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"strconv"
+	"unicode/utf8"
 
 	"github.com/phasegate/phasegate/internal/jsonscan"
 )
@@ -43,6 +44,13 @@ func (s *chunkScan) leaves() bool { return s.slow || s.EscapedKey() }
 // another case is left to it.
 func (s *chunkScan) skip(key []byte, known ...string) {
 	for _, k := range known {
+		// A key whose first byte is ASCII and not k's first letter in
+		// either case is not k in any case; any other is compared whole
+		// (a non-ASCII byte may fold to an ASCII letter, as the long s
+		// folds to s).
+		if len(key) == 0 || key[0] < utf8.RuneSelf && key[0]|0x20 != k[0] {
+			continue
+		}
 		if bytes.EqualFold(key, []byte(k)) {
 			s.slow = true
 		}

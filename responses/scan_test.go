@@ -21,6 +21,8 @@ func FuzzScanChunk(f *testing.F) {
 		`{"error":{"message":"m","type":"t","param":null,"code":"c"}}`,
 		`{"choices":[{"delta":{"content":null}},{"delta":{"content":"second"}}], "x":[1,2.5e3,true,false,null,{}]}`,
 		`{"choices":[{"delta":{"cont\u0065nt":"escaped key"}}]}`,
+		// Keys encoding/json matches to a known one by case folding.
+		`{"choiceſ":[{"delta":{"content":"long s"}}],"USAGE":{"prompt_tokens":1},"Choices":[]}`,
 		// Deeper than encoding/json reads, in a field the scan skips.
 		`{"x":` + strings.Repeat("[", 10001) + strings.Repeat("]", 10001) + `,"choices":[]}`,
 	} {

@@ -122,11 +122,6 @@ func (s *Stream) Chunk(dst, data, ext []byte) ([]byte, error) {
 	if err != nil {
 		return dst, fmt.Errorf("decode chunk: %w", err)
 	}
-	if ext != nil {
-		if c.estimated, err = extensionEstimated(ext, c.estimated); err != nil {
-			return dst, fmt.Errorf("decode chunk extension: %w", err)
-		}
-	}
 	if len(c.err) > 0 && !isNull(c.err) {
 		var e chat.Error
 		if err := json.Unmarshal(c.err, &e); err != nil {
@@ -149,6 +144,11 @@ func (s *Stream) Chunk(dst, data, ext []byte) ([]byte, error) {
 		}
 	}
 	if len(c.usage) > 0 && !isNull(c.usage) {
+		if ext != nil { // read only where it tells: beside a usage
+			if c.estimated, err = extensionEstimated(ext, c.estimated); err != nil {
+				return dst, fmt.Errorf("decode chunk extension: %w", err)
+			}
+		}
 		s.r.setUsage(c.usage, c.estimated)
 	}
 	return dst, nil
