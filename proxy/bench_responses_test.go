@@ -1,9 +1,10 @@
 package proxy_test
 
-// What the Responses door costs over the chat route, through the real
-// router on loopback:
+// What the Responses and Messages doors cost over the chat route, through
+// the real router on loopback:
 //
 //	go test ./proxy -run '^$' -bench '^BenchmarkResponsesStream$' -benchtime 2000x -count 5
+//	go test ./proxy -run '^$' -bench '^BenchmarkMessagesStream$' -benchtime 2000x -count 5
 //	go test ./proxy -run '^$' -bench '^BenchmarkDoorsInterleaved$' -benchtime 1500x -count 3
 
 import (
@@ -19,8 +20,9 @@ import (
 
 // doorBench is the same guarded 200-chunk stream (150 text chunks, then a
 // call in 48 argument fragments) asked for by a chat client on
-// /v1/chat/completions and by a Responses client on /v1/responses, store
-// on: the request body and path of each door.
+// /v1/chat/completions, by a Responses client on /v1/responses, store on,
+// and by a Messages client on /v1/messages: the request body and path of
+// each door.
 func doorBench() (reply sim.Reply, bodies, paths map[string]string) {
 	reply = benchCallStream().Finish("tool_calls").Usage(40, 200, nil).Done().Reply()
 	const params = `{"type":"object","properties":{"path":{"type":"string"}},"required":["path"]}`
@@ -28,17 +30,25 @@ func doorBench() (reply sim.Reply, bodies, paths map[string]string) {
 		"chat": `{"model":"` + testModel + `","stream":true,"stream_options":{"include_usage":true},"messages":[{"role":"user","content":"Read a.go."}],` +
 			`"tools":[{"type":"function","function":{"name":"read_file","parameters":` + params + `}}]}`,
 		"responses": `{"model":"` + testModel + `","stream":true,"input":"Read a.go.","tools":[{"type":"function","name":"read_file","parameters":` + params + `}]}`,
+		"messages": `{"model":"` + testModel + `","max_tokens":1024,"stream":true,"messages":[{"role":"user","content":"Read a.go."}],` +
+			`"tools":[{"name":"read_file","input_schema":` + params + `}]}`,
 	}
-	paths = map[string]string{"chat": "/v1/chat/completions", "responses": "/v1/responses"}
+	paths = map[string]string{"chat": "/v1/chat/completions", "responses": "/v1/responses", "messages": "/v1/messages"}
 	return reply, bodies, paths
 }
 
-// BenchmarkResponsesStream serves doorBench's stream to each door and
-// reports the CPU time of the whole process per request: the ratio of the
-// two is what the translation costs.
-func BenchmarkResponsesStream(b *testing.B) {
+// BenchmarkResponsesStream serves doorBench's stream to the chat and
+// Responses doors and reports the CPU time of the whole process per
+// request: the ratio of the two is what the translation costs.
+func BenchmarkResponsesStream(b *testing.B) { benchDoors(b, "chat", "responses") }
+
+// BenchmarkMessagesStream is BenchmarkResponsesStream for the Messages
+// door.
+func BenchmarkMessagesStream(b *testing.B) { benchDoors(b, "chat", "messages") }
+
+func benchDoors(b *testing.B, doors ...string) {
 	reply, bodies, paths := doorBench()
-	for _, door := range []string{"chat", "responses"} {
+	for _, door := range doors {
 		b.Run(door, func(b *testing.B) {
 			_, usrv := proxytest.NewServer(b, func(proxytest.Received) sim.Reply { return reply })
 			gw := serveGateway(b, config(usrv), proxy.Options{DefaultProtocol: proxy.ProtocolTwoStage, TwoStage: protocol.NewTwoStage(protocol.TwoStageConfig{}, nil)})
@@ -47,17 +57,17 @@ func BenchmarkResponsesStream(b *testing.B) {
 	}
 }
 
-// BenchmarkDoorsInterleaved serves doorBench's stream to the two doors in
-// turn, request by request, through one gateway, so that both see the
+// BenchmarkDoorsInterleaved serves doorBench's stream to the three doors
+// in turn, request by request, through one gateway, so that all see the
 // same machine (a shared one's load included), and reports the CPU time
-// of the whole process per request of each, and their ratio:
+// of the whole process per request of each, and each ratio to chat:
 //
 //	go test ./proxy -run '^$' -bench '^BenchmarkDoorsInterleaved$' -benchtime 1500x -count 3
 func BenchmarkDoorsInterleaved(b *testing.B) {
 	reply, bodies, paths := doorBench()
 	_, usrv := proxytest.NewServer(b, func(proxytest.Received) sim.Reply { return reply })
 	gw := serveGateway(b, config(usrv), proxy.Options{DefaultProtocol: proxy.ProtocolTwoStage, TwoStage: protocol.NewTwoStage(protocol.TwoStageConfig{}, nil)})
-	doors := []string{"chat", "responses"}
+	doors := []string{"chat", "responses", "messages"}
 	pairs := make([]*benchPair, len(doors))
 	for i, door := range doors {
 		tr := http.DefaultTransport.(*http.Transport).Clone()
@@ -70,7 +80,7 @@ func BenchmarkDoorsInterleaved(b *testing.B) {
 	b.ResetTimer()
 	for n := range b.N {
 		for k := range doors {
-			i := (n + k) % len(doors) // each door first every other time
+			i := (n + k) % len(doors) // each door first in turn
 			t0 := cpuTime(b)
 			pairs[i].roundTrip(b, gw.URL+paths[doors[i]], bodies[doors[i]])
 			cpu[i] += cpuTime(b) - t0
@@ -79,6 +89,8 @@ func BenchmarkDoorsInterleaved(b *testing.B) {
 	b.StopTimer()
 	per := func(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1e3 / float64(b.N) }
 	b.ReportMetric(per(cpu[0]), "chat-cpu-µs/req")
-	b.ReportMetric(per(cpu[1]), "responses-cpu-µs/req")
-	b.ReportMetric(per(cpu[1])/per(cpu[0]), "responses/chat")
+	for i, door := range doors[1:] {
+		b.ReportMetric(per(cpu[i+1]), door+"-cpu-µs/req")
+		b.ReportMetric(per(cpu[i+1])/per(cpu[0]), door+"/chat")
+	}
 }

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
-	"slices"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -295,8 +294,10 @@ func writeAnthropicModels(w http.ResponseWriter, data []json.RawMessage) {
 }
 
 // serveModel answers GET /v1/models/{id} of an Anthropic client: the
-// model in Anthropic's shape when a provider lists it, else a 404. Any
-// other request of the path is passed through.
+// model as the provider its name routes to answers it (the simulated
+// model answers any name it serves), in Anthropic's shape, and the
+// provider's 404 in Anthropic's. Any other request of the path is passed
+// through.
 func (h *Handler) serveModel(w http.ResponseWriter, r *http.Request, id string) {
 	if r.Method != http.MethodGet || !anthropicClient(r) {
 		h.servePassThrough(w, r)
@@ -304,17 +305,15 @@ func (h *Handler) serveModel(w http.ResponseWriter, r *http.Request, id string) 
 	}
 	r, cancel := h.bounded(r)
 	defer cancel()
-	data, err := h.allModels(w, r)
+	body, err := h.getUpstream(r.Context(), h.cfg.provider(id), forwardHeader(r.Header, h.forward), "/models/"+id)
+	ids, created := modelIDs([]json.RawMessage{body})
+	if err == nil && len(ids) == 0 {
+		err = &protocol.InvalidResponseError{Message: "the provider's model object has no id"}
+	}
 	if err != nil {
 		refuseModels(w, r, protocol.Classify(err))
 		return
 	}
-	ids, created := modelIDs(data)
-	if !slices.Contains(ids, id) {
-		refuseModels(w, r, protocol.Failure{Error: &chat.Error{Status: http.StatusNotFound, Type: chat.TypeInvalidRequest, Code: "model_not_found",
-			Message: "model: " + id + " is not served here"}})
-		return
-	}
 	w.Header().Set("Content-Type", "application/json")
-	_, _ = w.Write(messages.ModelJSON(id, created))
+	_, _ = w.Write(messages.ModelJSON(ids[0], created))
 }

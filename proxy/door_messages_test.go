@@ -405,8 +405,13 @@ func TestMessagesSDKCountTokensAndModels(t *testing.T) {
 	if err != nil || m.ID != sim.LoopingModel || m.Type != "model" {
 		t.Errorf("model: %+v %v", m, err)
 	}
-	if _, err := c.Models.Get(ctx, "no-such-model", anthropic.ModelGetParams{}); msAPIError(t, err).Type() != "not_found_error" {
-		t.Errorf("an unknown model: %v", err)
+	// The simulated model serves any name, as the route's provider says;
+	// a provider's 404 is Anthropic's.
+	if m, err := c.Models.Get(ctx, "deepseek-v4-flash", anthropic.ModelGetParams{}); err != nil || m.ID != "deepseek-v4-flash" {
+		t.Errorf("a name the provider serves: %+v %v", m, err)
+	}
+	if _, err := c.Models.Get(ctx, "no such model", anthropic.ModelGetParams{}); msAPIError(t, err).Type() != "not_found_error" {
+		t.Errorf("a model the provider does not know: %v", err)
 	}
 	// An OpenAI client still gets OpenAI's list.
 	_, _, body := rsRaw(t, gw, http.MethodGet, "/v1/models", "", "")

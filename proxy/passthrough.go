@@ -210,9 +210,26 @@ func (h *Handler) allModels(w http.ResponseWriter, r *http.Request) ([]json.RawM
 }
 
 func (h *Handler) listModels(ctx context.Context, p *Provider, header http.Header) ([]json.RawMessage, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, endpoint(p.BaseURL, "/models"), nil)
+	body, err := h.getUpstream(ctx, p, header, "/models")
 	if err != nil {
-		return nil, fmt.Errorf("build models request: %w", err)
+		return nil, err
+	}
+	var list struct {
+		Data []json.RawMessage `json:"data"`
+	}
+	if err := json.Unmarshal(body, &list); err != nil {
+		return nil, &protocol.InvalidResponseError{Message: fmt.Sprintf("provider %s answered /models with invalid JSON", p.Name), Err: err}
+	}
+	return list.Data, nil
+}
+
+// getUpstream GETs path of provider p with header and the provider's
+// credentials, and returns the body of its 200; any other answer is a
+// *protocol.UpstreamError.
+func (h *Handler) getUpstream(ctx context.Context, p *Provider, header http.Header, path string) ([]byte, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, endpoint(p.BaseURL, path), nil)
+	if err != nil {
+		return nil, fmt.Errorf("build %s request: %w", path, err)
 	}
 	copyHeader(req.Header, header)
 	upstreamAuth(req.Header, p)
@@ -231,13 +248,7 @@ func (h *Handler) listModels(ctx context.Context, p *Provider, header http.Heade
 	if resp.StatusCode != http.StatusOK {
 		return nil, &protocol.UpstreamError{Status: resp.StatusCode, Header: responseHeader(resp.Header), Body: body}
 	}
-	var list struct {
-		Data []json.RawMessage `json:"data"`
-	}
-	if err := json.Unmarshal(body, &list); err != nil {
-		return nil, &protocol.InvalidResponseError{Message: fmt.Sprintf("provider %s answered /models with invalid JSON", p.Name), Err: err}
-	}
-	return list.Data, nil
+	return body, nil
 }
 
 // bounded applies REQUEST_TIMEOUT to a request that is not a chat

@@ -39,9 +39,11 @@ describe('the examples of the documentation run as written', () => {
     const first = block.code.split('\n')[0].slice(0, 60);
     test(`${block.page}:${block.line} (${block.lang}) ${first}`, (t) => {
       if (block.lang === 'python') {
-        const probe = spawnSync('python3', ['-c', 'import openai'], { encoding: 'utf8' });
+        // The SDK the example imports (openai, anthropic).
+        const sdk = block.code.match(/^import (\w+)/m)?.[1] ?? 'openai';
+        const probe = spawnSync('python3', ['-c', `import ${sdk}`], { encoding: 'utf8' });
         if (probe.error || probe.status !== 0) {
-          t.skip('python3 with the openai package is not installed');
+          t.skip(`python3 with the ${sdk} package is not installed`);
           return;
         }
       }
