@@ -143,7 +143,7 @@ func TestDefaultBodyLimit(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			_, gw := startUpstream(t, proxytest.Script(sim.Completion(testModel, map[string]any{"content": "hi"}, "stop", nil)))
-			resp := post(t, testContext(t), gw, "/v1/chat/completions", string(paddedBody(tt.size)), nil)
+			resp := post(t, heavyContext(t), gw, "/v1/chat/completions", string(paddedBody(tt.size)), nil)
 			if resp.StatusCode != tt.status {
 				t.Fatalf("status = %d, want %d", resp.StatusCode, tt.status)
 			}

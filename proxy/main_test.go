@@ -30,6 +30,9 @@ func TestMain(m *testing.M) {
 // instead of blocking.
 const wait = 30 * time.Second
 
+// heavyWait bounds a request of megabytes (see heavyContext).
+const heavyWait = 3 * time.Minute
+
 // testModel is routed to the "openai" provider by the default rules.
 const testModel = "gpt-test"
 
@@ -76,6 +79,15 @@ func newClient(gw *httptest.Server) *openai.Client {
 // testContext is a context that ends with the test or after wait.
 func testContext(tb testing.TB) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	tb.Cleanup(cancel)
+	return ctx
+}
+
+// heavyContext is a context that ends with the test or after heavyWait: for
+// a request whose body or history is megabytes, which the race detector on
+// a loaded machine makes many times slower.
+func heavyContext(tb testing.TB) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), heavyWait)
 	tb.Cleanup(cancel)
 	return ctx
 }

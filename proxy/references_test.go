@@ -179,7 +179,7 @@ func TestLargeStoreWrite(t *testing.T) {
 	gw := serveGateway(t, cfg, proxy.Options{DefaultProtocol: proxy.ProtocolTwoStage, TwoStage: protocol.NewTwoStage(protocol.TwoStageConfig{}, nil),
 		Metrics: m, Gatherer: reg, Responses: store.NewRedisResponses(r, time.Hour, 256<<20)})
 	admin := redisClient(t, srv.URL)
-	ctx := testContext(t)
+	ctx := heavyContext(t)
 	if err := admin.Do(ctx, "CLIENT", "PAUSE", "800", "WRITE").Err(); err != nil {
 		t.Fatal(err)
 	}

@@ -57,7 +57,7 @@ const (
 	// tkColdWait bounds a request whose 300k-token history the gateway
 	// has not counted yet: about 1.5 s of tiktoken on a laptop, ten times
 	// that under -race on a loaded 2-CPU runner.
-	tkColdWait = 2 * time.Minute
+	tkColdWait = heavyWait
 	// tkMarker is the start of the marker of a shortened tool result.
 	tkMarker = "…[phasegate: "
 )
@@ -689,7 +689,7 @@ func TestTokensMaxPromptHeader(t *testing.T) {
 		t.Run(tkRouteName(route), func(t *testing.T) {
 			id := "tk-cap-" + tkRouteName(route)
 			hdr := http.Header{"X-Request-Id": {id}, "X-Phasegate-Max-Prompt-Tokens": {strconv.Itoa(capTokens)}}
-			answer, resp, err := tkAsk(testContext(t), tkClient(gw, route, hdr), tkModel, h, true)
+			answer, resp, err := tkAsk(heavyContext(t), tkClient(gw, route, hdr), tkModel, h, true)
 			if err != nil {
 				t.Fatalf("client: %v", err)
 			}
@@ -714,7 +714,7 @@ func TestTokensMaxPromptHeader(t *testing.T) {
 
 			// The next request, without the header, goes as it is.
 			id2 := id + "-next"
-			_, resp, err = tkAsk(testContext(t), tkClient(gw, route, http.Header{"X-Request-Id": {id2}}), tkModel, h, false)
+			_, resp, err = tkAsk(heavyContext(t), tkClient(gw, route, http.Header{"X-Request-Id": {id2}}), tkModel, h, false)
 			if err != nil {
 				t.Fatalf("client: %v", err)
 			}
@@ -730,7 +730,7 @@ func TestTokensMaxPromptHeader(t *testing.T) {
 	t.Run("invalid", func(t *testing.T) {
 		before := len(up.Received())
 		for _, v := range []string{"0", "-5", "many"} {
-			_, _, err := tkAsk(testContext(t), tkClient(gw, "/standard/v1", http.Header{"X-Phasegate-Max-Prompt-Tokens": {v}}), tkModel, h, false)
+			_, _, err := tkAsk(heavyContext(t), tkClient(gw, "/standard/v1", http.Header{"X-Phasegate-Max-Prompt-Tokens": {v}}), tkModel, h, false)
 			var ae *openai.APIError
 			if !errors.As(err, &ae) || ae.HTTPStatusCode != http.StatusBadRequest || ae.Type != chat.TypeInvalidRequest {
 				t.Errorf("header %q: err = %v, want a 400 invalid_request_error", v, err)
