@@ -33,8 +33,11 @@ type Toolbox struct {
 // FindTools scores each declared tool as a shell tool and as a read tool,
 // by its name, its description and its parameters, and keeps the best of
 // each; ties go to the first declared. A shell tool needs a string
-// parameter named like a command (command, cmd, script); a read tool a
-// string parameter named like a path.
+// parameter named like a command (command, cmd, script) and a name or
+// description that speaks of a shell, bash, a terminal or a command; a
+// read tool a string parameter named like a path. A tool named for an
+// agent (a subagent, a teammate) is neither: calling it starts another
+// model, not a command.
 func FindTools(tools []chat.Tool) Toolbox {
 	var tb Toolbox
 	bestShell, bestRead := 0, 0
@@ -107,12 +110,16 @@ func (s *schema) use(name, field string) ToolUse {
 
 func shellScore(f chat.FunctionDef, s *schema) (string, int) {
 	field, required := s.stringField("command", "cmd", "script", "commandline", "command_line")
-	if field == "" {
+	name, desc := strings.ToLower(f.Name), strings.ToLower(f.Description)
+	if field == "" || namesAgent(name) {
 		return "", 0
 	}
-	name, desc := strings.ToLower(f.Name), strings.ToLower(f.Description)
-	score := 1 + wordScore(name, map[string]int{"bash": 4, "shell": 4, "terminal": 4, "exec": 3, "run": 1, "command": 1}) +
+	says := wordScore(name, map[string]int{"bash": 4, "shell": 4, "terminal": 4, "exec": 3, "command": 1}) +
 		wordScore(desc, map[string]int{"shell": 2, "bash": 2, "terminal": 1, "command": 1})
+	if says == 0 {
+		return "", 0
+	}
+	score := 1 + says + wordScore(name, map[string]int{"run": 1})
 	if required {
 		score++
 	}
@@ -122,7 +129,7 @@ func shellScore(f chat.FunctionDef, s *schema) (string, int) {
 func readScore(f chat.FunctionDef, s *schema) (string, int) {
 	field, required := s.stringField("file_path", "filePath", "absolute_path", "path", "file", "filename")
 	name := strings.ToLower(f.Name)
-	if field == "" || !strings.Contains(name, "read") {
+	if field == "" || !strings.Contains(name, "read") || namesAgent(name) {
 		return "", 0
 	}
 	score := 1 + wordScore(name, map[string]int{"file": 1}) + wordScore(strings.ToLower(f.Description), map[string]int{"file": 1})
@@ -131,6 +138,10 @@ func readScore(f chat.FunctionDef, s *schema) (string, int) {
 	}
 	return field, score
 }
+
+// namesAgent reports whether a tool's lower-case name says it starts or
+// drives an agent (Agent, spawn_agent, ListAgents, task_agent).
+func namesAgent(name string) bool { return strings.Contains(name, "agent") }
 
 func wordScore(s string, words map[string]int) int {
 	n := 0

@@ -39,6 +39,16 @@ var (
 		tool("Bash", "Runs a bash command in a persistent shell session.", "command:string", "timeout:number", "description:string"),
 		tool("Read", "Reads a file from the local filesystem.", "file_path:string", "offset:number"),
 	}
+	// claude2Tools are the tools Claude Code 2.1.328 declares first, in its
+	// order: its subagent tool (no command field) before its shell tool,
+	// and a tool to list agents.
+	claude2Tools = []json.RawMessage{
+		tool("Agent", "Launch a new agent to handle complex, multi-step tasks.", "description:string", "prompt:string", "subagent_type:string"),
+		tool("Bash", "Executes a bash command and returns its output.", "command:string", "timeout:number", "description:string"),
+		tool("Edit", "Performs exact string replacement in a file.", "file_path:string", "old_string:string", "new_string:string"),
+		tool("ListAgents", "Lists agents you can SendMessage to.", "channel:string"),
+		tool("Read", "Reads a file from the local filesystem.", "file_path:string", "offset:number"),
+	}
 	codexTools = []json.RawMessage{
 		tool("exec_command", "Runs a command in a PTY and returns its output.", "cmd:string", "workdir:string", "yield_time_ms:number"),
 		tool("write_stdin", "Writes characters to a running exec session.", "session_id:number", "chars:string"),
@@ -81,7 +91,13 @@ func TestFindTools(t *testing.T) {
 		{name: "Codex", tools: codexTools, shell: "exec_command", field: "cmd"},
 		{name: "Qwen Code", tools: qwenTools, shell: "run_shell_command", field: "command", read: "read_file", readField: "file_path"},
 		{name: "OpenCode", tools: opencodeTools, shell: "bash", field: "command", read: "read", readField: "filePath"},
+		{name: "Claude Code 2.1.328", tools: claude2Tools, shell: "Bash", field: "command", read: "Read", readField: "file_path"},
 		{name: "no shell", tools: []json.RawMessage{tool("get_weather", "Weather of a city.", "city:string")}},
+		{name: "a command that runs no shell", tools: []json.RawMessage{tool("remember", "Stores a note for later.", "command:string")}},
+		{name: "a subagent that takes a command", tools: []json.RawMessage{
+			tool("spawn_agent", "Runs a shell command in a new agent.", "command:string"),
+			tool("read_agent_log", "Reads an agent's log file.", "file_path:string"),
+		}},
 		{name: "a command that is not a string", tools: []json.RawMessage{tool("shell", "Runs a shell command.", "command:array")}},
 		{name: "a required switch", tools: []json.RawMessage{json.RawMessage(`{"type":"function","function":{"name":"sh","description":"shell",` +
 			`"parameters":{"type":"object","properties":{"script":{"type":"string"},"background":{"type":"boolean"},"why":{"type":["string","null"]}},"required":["script","background"]}}}`)},

@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"sort"
 	"strings"
 	"unicode/utf8"
@@ -130,17 +131,16 @@ func loopDecide(req *chat.Request) turn {
 		return turn{reasoning: "The gateway said its rules; stop.", text: "Final answer (simulated): here is what the tools returned, summed up."}
 	}
 	executed, notices := st.executed, st.notices
-	first := req.Tools[0].Function
-	args := exampleArguments(first.Parameters)
 	call := func(id, name, args string) *chat.ToolCall {
 		return &chat.ToolCall{ID: id, Type: "function", Function: chat.FunctionCall{Name: name, Arguments: args}}
 	}
 	if len(executed) == 0 {
 		// A burst: the same call twice and another tool, in one response.
+		first, second := loopTools(req.Tools)
+		args := exampleArguments(first.Parameters)
 		t := turn{reasoning: "Call everything at once.", text: "Let me look that up. ", call: call("call_loop_1", first.Name, args)}
 		t.more = append(t.more, *call("call_loop_2", first.Name, args))
-		if len(req.Tools) > 1 {
-			second := req.Tools[1].Function
+		if second != nil {
 			t.more = append(t.more, *call("call_loop_3", second.Name, exampleArguments(second.Parameters)))
 		}
 		return t
@@ -160,6 +160,32 @@ func loopDecide(req *chat.Request) turn {
 		// The executed call again, spelled differently: same signature.
 		return turn{reasoning: "Check once more.", text: "Let me check that again. ", call: call(id, prev.Function.Name, respell(prev.Function.Arguments))}
 	}
+}
+
+// loopTools are the looping model's tools: first the declared shell tool
+// (FindTools), else the first declared tool not named for an agent, else
+// the first declared; second, for its burst, another declared tool: the
+// read tool when there is one, else the next not named for an agent, nil
+// when there is none. A coding agent's first tool is often the one that
+// starts a subagent, which would make every call a new agent's turn.
+func loopTools(tools []chat.Tool) (first chat.FunctionDef, second *chat.FunctionDef) {
+	tb := FindTools(tools)
+	i := slices.IndexFunc(tools, func(t chat.Tool) bool { return t.Function.Name == tb.Shell.Name })
+	if tb.Shell.Name == "" {
+		i = max(0, slices.IndexFunc(tools, func(t chat.Tool) bool { return !namesAgent(strings.ToLower(t.Function.Name)) }))
+	}
+	j := -1
+	for k, t := range tools {
+		switch {
+		case k == i || namesAgent(strings.ToLower(t.Function.Name)):
+		case t.Function.Name == tb.Read.Name, j < 0:
+			j = k
+		}
+	}
+	if j < 0 {
+		return tools[i].Function, nil
+	}
+	return tools[i].Function, &tools[j].Function
 }
 
 // respell re-encodes a JSON object with spaces and its keys reversed: the

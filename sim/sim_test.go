@@ -171,3 +171,46 @@ func TestSimulatedRoutes(t *testing.T) {
 		})
 	}
 }
+
+// TestLoopingModelTools: the looping model's burst calls the declared
+// shell tool twice and another tool once (the read tool when there is
+// one), never a tool named for an agent; with no shell tool, the first
+// declared tool not named for one.
+func TestLoopingModelTools(t *testing.T) {
+	t.Parallel()
+	weather := tool("get_weather", "Weather of a city.", "city:string")
+	clock := tool("get_time", "Time in a zone.", "zone:string")
+	spawn := tool("spawn_agent", "Starts a helper.", "prompt:string")
+	tests := []struct {
+		name  string
+		tools []json.RawMessage
+		want  []string
+	}{
+		{"Claude Code", claude2Tools, []string{"Bash", "Bash", "Read"}},
+		{"Codex", codexTools, []string{"exec_command", "exec_command", "write_stdin"}},
+		{"Qwen Code", qwenTools, []string{"run_shell_command", "run_shell_command", "read_file"}},
+		{"OpenCode", opencodeTools, []string{"bash", "bash", "read"}},
+		{"no shell", []json.RawMessage{weather, clock}, []string{"get_weather", "get_weather", "get_time"}},
+		{"an agent first", []json.RawMessage{spawn, clock, weather}, []string{"get_time", "get_time", "get_weather"}},
+		{"one tool", []json.RawMessage{weather}, []string{"get_weather", "get_weather"}},
+		{"only an agent", []json.RawMessage{spawn}, []string{"spawn_agent", "spawn_agent"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			body, _ := json.Marshal(map[string]any{"model": sim.LoopingModel, "tools": tt.tools,
+				"messages": []any{map[string]any{"role": "user", "content": "Survey the project."}}})
+			msg, finish, _ := assemble(t, simulate(t, http.MethodPost, "/v1/chat/completions", string(body)))
+			var got []string
+			for _, c := range msg["tool_calls"].([]any) {
+				got = append(got, c.(map[string]any)["function"].(map[string]any)["name"].(string))
+			}
+			if finish != chat.FinishToolCalls {
+				t.Errorf("finish %q, want tool_calls", finish)
+			}
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("called (-want +got):\n%s", diff)
+			}
+		})
+	}
+}

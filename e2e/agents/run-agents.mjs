@@ -28,7 +28,7 @@ import { buildBinaries, repoRoot, startDouble, startGateway } from '../lib/stack
 import { agents, binary, installedVersion } from './lib/agents.mjs';
 import { caseTimeoutSeconds, judge, models, profileEnv, profiles, prompt, readme, runnerCap, scenarios, unguardedScenarios, unguardedTurns, executions } from './lib/scenarios.mjs';
 import * as table from './lib/table.mjs';
-import { executedCalls, gatewayErrors, notices } from './lib/wire.mjs';
+import { executedCalls, gatewayErrors, notices, thinkingBlocks } from './lib/wire.mjs';
 
 const here = import.meta.dirname;
 const docsFile = path.join(repoRoot, 'docs', 'agents.md');
@@ -150,6 +150,7 @@ async function runCase(c, stack) {
     errors: gatewayErrors(rec.exchanges),
     notices: notices(rec.exchanges),
     restored: rec.exchanges.reduce((n, e) => n + Number(e.headers?.['x-phasegate-reasoning-restored'] ?? 0), 0),
+    thinking: agent.wire === 'messages' ? thinkingBlocks(rec.exchanges) : undefined,
     shown: agent.shown(stdout),
     exit,
     timedOut: first === 'timeout',

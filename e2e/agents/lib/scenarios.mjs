@@ -52,9 +52,10 @@ export function executions(scenario, calls) {
 
 /**
  * Judges a finished case. run holds what happened: {calls, errors, notices,
- * restored, shown, exit, timedOut, capped, reached}. Returns {ok, executions,
- * outcome, detail}: outcome is the table's word for it, detail what a
- * failure needs to be fixed.
+ * restored, shown, exit, timedOut, capped, reached}, and on the Messages
+ * wire thinking: {sentBack, problems} (thinkingBlocks of wire.mjs).
+ * Returns {ok, executions, outcome, detail}: outcome is the table's word
+ * for it, detail what a failure needs to be fixed.
  */
 export function judge(c, run) {
   const n = executions(c.scenario, run.calls);
@@ -92,7 +93,11 @@ function judgeScenario(c, run, n, pass, fail) {
       return pass('all 8 ran, answered');
     }
     case 'thinking':
+      // On the Messages door the reasoning travels as thinking blocks the
+      // gateway signs: each must come back as it was given.
+      if (run.thinking?.problems.length > 0) return fail('thinking blocks not sent back as signed', run.thinking.problems.join('\n'));
       if (!run.shown.text.includes(thinkingIntact)) return fail('reasoning lost', run.shown.text);
+      if (run.thinking?.sentBack > 0 && run.restored === 0) return pass('signed thinking sent back, answered');
       // Intact either way: sent back by the agent, or restored by the gateway
       // (X-Phasegate-Reasoning-Restored) where the agent dropped it.
       return pass(run.restored > 0 ? 'reasoning restored by the gateway, answered' : 'reasoning sent back, answered');

@@ -52,6 +52,15 @@ describe('judge', () => {
     const text = 'Final answer (simulated): ran 2 commands; every reasoning_content came back intact.';
     assert.equal(judge(c('agent', 'thinking'), run({ calls: loop(2, 'pwd'), shown: { text, error: '' } })).outcome, 'reasoning sent back, answered');
     assert.equal(judge(c('agent', 'thinking'), run({ calls: loop(2, 'pwd'), restored: 2, shown: { text, error: '' } })).outcome, 'reasoning restored by the gateway, answered');
+    assert.equal(judge(c('agent', 'thinking'), run({ calls: loop(2, 'pwd'), thinking: { sentBack: 2, problems: [] }, shown: { text, error: '' } })).outcome, 'signed thinking sent back, answered');
+  });
+
+  it('fails a Messages session whose thinking blocks came back changed, whatever the model said', () => {
+    const text = 'Final answer (simulated): ran 2 commands; every reasoning_content came back intact.';
+    const got = judge(c('agent', 'thinking'), run({ calls: loop(2, 'pwd'), thinking: { sentBack: 2, problems: ['the thinking block signed s came back changed'] }, shown: { text, error: '' } }));
+    assert.equal(got.ok, false);
+    assert.equal(got.outcome, 'thinking blocks not sent back as signed');
+    assert.match(got.detail, /came back changed/);
   });
 
   it('names the request field of a gateway error in the detail', () => {

@@ -141,3 +141,38 @@ export function gatewayErrors(exchanges) {
 export function notices(exchanges) {
   return exchanges.filter((e) => e.body.includes('**System Notice**')).map((e) => e.body);
 }
+
+/**
+ * The thinking blocks of a Messages session, checked: each block the agent
+ * sent back in a request must be one the gateway gave it, with the text
+ * and the signature of that answer. Returns {sentBack, problems}: how many
+ * blocks came back (each counted once), and what came back otherwise.
+ */
+export function thinkingBlocks(exchanges) {
+  const given = new Map(); // signature → thinking text
+  for (const e of exchanges) {
+    if (!e.contentType?.startsWith('text/event-stream')) continue;
+    const text = new Map(); // block index → thinking so far
+    for (const { data } of sseEvents(e.body)) {
+      const d = data?.delta;
+      if (data?.type !== 'content_block_delta' || !d) continue;
+      if (d.type === 'thinking_delta') text.set(data.index, (text.get(data.index) ?? '') + d.thinking);
+      if (d.type === 'signature_delta') given.set(d.signature, text.get(data.index) ?? '');
+    }
+  }
+  const back = new Map(); // signature → thinking text, of every block sent back
+  const problems = [];
+  for (const e of exchanges) {
+    const body = e.method === 'POST' ? parse(e.request) : undefined;
+    for (const m of body?.messages ?? []) {
+      for (const block of m.role === 'assistant' && Array.isArray(m.content) ? m.content : []) {
+        if (block.type !== 'thinking') continue;
+        const want = given.get(block.signature);
+        if (want === undefined) problems.push(`a thinking block came back with a signature the gateway never gave: ${JSON.stringify(block).slice(0, 200)}`);
+        else if (want !== block.thinking) problems.push(`the thinking block signed ${block.signature} came back changed: ${JSON.stringify(block.thinking).slice(0, 200)}`);
+        back.set(block.signature, block.thinking);
+      }
+    }
+  }
+  return { sentBack: back.size, problems: [...new Set(problems)] };
+}

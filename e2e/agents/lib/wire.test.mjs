@@ -4,7 +4,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 
-import { executedCalls, fieldAt, gatewayErrors, notices } from './wire.mjs';
+import { executedCalls, fieldAt, gatewayErrors, notices, thinkingBlocks } from './wire.mjs';
 
 const exchange = (request, { status = 200, body = '', contentType = 'application/json', path = '/v1/chat/completions' } = {}) => ({
   method: 'POST',
@@ -113,5 +113,26 @@ describe('notices', () => {
   it('keeps the answers that showed the guard notice', () => {
     const shown = exchange({}, { body: 'data: {"choices":[{"delta":{"content":"**System Notice**: refused"}}]}' });
     assert.equal(notices([exchange({}, { body: 'data: {}' }), shown]).length, 1);
+  });
+});
+
+describe('thinkingBlocks', () => {
+  const stream = (...deltas) =>
+    deltas.map((d) => `event: content_block_delta\ndata: ${JSON.stringify({ type: 'content_block_delta', index: 0, delta: d })}\n\n`).join('');
+  const answer = (thinking, signature) =>
+    exchange({ messages: [] }, { path: '/v1/messages', contentType: 'text/event-stream', body: stream({ type: 'thinking_delta', thinking: thinking.slice(0, 3) }, { type: 'thinking_delta', thinking: thinking.slice(3) }, { type: 'signature_delta', signature }) });
+  const sentBack = (...blocks) => exchange({ messages: [{ role: 'user', content: 'go' }, ...blocks.map((b) => ({ role: 'assistant', content: [{ type: 'thinking', ...b }, { type: 'tool_use', id: 't', name: 'Bash', input: {} }] }))] }, { path: '/v1/messages' });
+
+  it('counts each block sent back as the gateway signed it, once', () => {
+    const ex = [answer('Reasoning ✓', 'sig1'), sentBack({ thinking: 'Reasoning ✓', signature: 'sig1' }), answer('Next', 'sig2'), sentBack({ thinking: 'Reasoning ✓', signature: 'sig1' }, { thinking: 'Next', signature: 'sig2' })];
+    assert.deepEqual(thinkingBlocks(ex), { sentBack: 2, problems: [] });
+  });
+
+  it('names a block sent back changed or with a signature the gateway never gave', () => {
+    const ex = [answer('Reasoning ✓', 'sig1'), sentBack({ thinking: 'Reasoning', signature: 'sig1' }, { thinking: 'x', signature: 'forged' })];
+    const { problems } = thinkingBlocks(ex);
+    assert.equal(problems.length, 2);
+    assert.match(problems[0], /signed sig1 came back changed/);
+    assert.match(problems[1], /never gave/);
   });
 });
