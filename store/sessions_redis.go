@@ -218,10 +218,13 @@ type reply struct {
 }
 
 // run runs sessionScript's call on the session of key ("" for a flush),
-// carrying up to carryMax owed settlements, with the call's own
-// arguments. Settlements it could not deliver are owed still.
+// with the call's own arguments, carrying up to carryMax owed settlements
+// (but for a look or a reset). Settlements it could not deliver are owed still.
 func (r *RedisSessions) run(ctx context.Context, call, key string, own ...any) (reply, error) {
-	carried := r.take()
+	var carried []owedCharge
+	if call != "look" && call != "reset" { // whose callers report no sessions let go
+		carried = r.take()
+	}
 	keys := []string{sessionDeadlines, sessionsCapped}
 	args := []any{call, sessionGrace.Milliseconds(), sessionKey, session.RateWindow.Milliseconds(), len(carried)}
 	for _, o := range carried {
