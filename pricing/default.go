@@ -24,15 +24,33 @@ var (
 	deepseekProOffPeak   = Price{InputCacheMiss: 0.66, InputCacheHit: 0.022, Output: 1.98}
 )
 
+// The prices OpenAI publishes on its pricing page
+// (https://developers.openai.com/api/docs/pricing), standard tier: input,
+// cached input and output. OpenAI has no off-peak hours. Each name is
+// priced exactly: OpenAI prices a model's variants (gpt-5-mini, gpt-5.1,
+// gpt-4o-2024-05-13) apart, and a prefix would give them the wrong price.
+var openAI = map[string]Price{
+	"gpt-5":       {InputCacheMiss: 1.25, InputCacheHit: 0.125, Output: 10},
+	"gpt-4.1":     {InputCacheMiss: 2, InputCacheHit: 0.5, Output: 8},
+	"gpt-4o":      {InputCacheMiss: 2.5, InputCacheHit: 1.25, Output: 10},
+	"gpt-4o-mini": {InputCacheMiss: 0.15, InputCacheHit: 0.075, Output: 0.6},
+	"o4-mini":     {InputCacheMiss: 1.1, InputCacheHit: 0.275, Output: 4.4},
+}
+
 // Default returns the built-in rules: DeepSeek's published prices for its
-// V4 models. Models of other providers (OpenAI's among them) have no
-// built-in price: the config file's prices: gives them one.
+// V4 models, and OpenAI's for the OpenAI models docs/ names. Other
+// models have no built-in price: the config file's prices: gives them
+// one.
 func Default() []Rule {
-	return []Rule{
+	rules := []Rule{
 		{Pattern: "deepseek-v4-pro*", Price: deepseekPro, OffPeak: ptr(deepseekProOffPeak)},
 		{Pattern: "deepseek-v4-flash*", Price: deepseekFlash, OffPeak: ptr(deepseekFlashOffPeak)},
 		{Pattern: "deepseek-flash*", Price: deepseekFlash, OffPeak: ptr(deepseekFlashOffPeak)},
 	}
+	for _, model := range []string{"gpt-5", "gpt-4.1", "gpt-4o", "gpt-4o-mini", "o4-mini"} {
+		rules = append(rules, Rule{Pattern: model, Price: openAI[model]})
+	}
+	return rules
 }
 
 // ptr returns a pointer to a copy of p, so no caller shares the table's.

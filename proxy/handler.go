@@ -459,6 +459,7 @@ func (h *Handler) serveDoor(w http.ResponseWriter, r *http.Request, d *door, rou
 		return
 	}
 	if err := c.admit(ctx, c.estimate()); err != nil {
+		c.refundSession()
 		done(c.fail(err), err)
 		return
 	}
@@ -521,8 +522,11 @@ type chatRequest struct {
 	// resume is the wrapper of its sink once its log is open.
 	resumable bool
 	resume    *resumable
-	// sess is the request's session; nil when it names none.
-	sess *sessionRun
+	// sess is the request's session; nil when it names none. sessActive
+	// are the sessions the store held and had capped, as its last call
+	// reported.
+	sess       *sessionRun
+	sessActive [2]int
 }
 
 // close releases what the door's request holds.

@@ -13,6 +13,7 @@ import (
 
 	"github.com/phasegate/phasegate/chat"
 	"github.com/phasegate/phasegate/metrics"
+	"github.com/phasegate/phasegate/session"
 	"github.com/phasegate/phasegate/store"
 )
 
@@ -57,12 +58,39 @@ func (h *Handler) watchCancels() {
 }
 
 // Close ends what the handler runs in the background (the watch of other
-// replicas' cancels). Requests in flight are not its concern: the server's
-// shutdown is.
+// replicas' cancels), and charges the settlements of sessions the store
+// still owes (see SessionStore.Owe). Requests in flight are not its
+// concern: the server's shutdown is.
 func (h *Handler) Close() {
 	if h.stopWatch != nil {
 		h.stopWatch()
 		<-h.watched
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), sessionFlushWait)
+	defer cancel()
+	h.flushSessions(ctx)
+}
+
+// sessionFlushWait bounds what Close waits for the owed settlements.
+const sessionFlushWait = 2 * time.Second
+
+// flushSessions charges the settlements the store of sessions owes, if
+// it holds any back: at Close, and before an operator looks at or resets
+// a session, so that what this replica served is counted.
+func (h *Handler) flushSessions(ctx context.Context) {
+	f, ok := h.sessions.(interface {
+		Flush(ctx context.Context) ([]session.Ended, error)
+	})
+	if !ok {
+		return
+	}
+	ended, err := f.Flush(ctx)
+	for _, e := range ended {
+		h.metrics.SessionEnded(string(e.Outcome), e.USD)
+	}
+	if err != nil {
+		h.metrics.StoreFailed(metrics.StoreSession)
+		h.log.Warn("session store failed; settlements of served requests not charged to their sessions", "error", err)
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/phasegate/phasegate/chat"
@@ -42,12 +43,19 @@ type Sessions struct {
 const DefaultSessionIdleTTL = time.Hour
 
 // SessionStore keeps the sessions (store.MemorySessions, or
-// store.RedisSessions shared by replicas).
+// store.RedisSessions shared by replicas). A request makes one call of
+// it: Open; its settlement is owed, or charged at once when it decides
+// something.
 type SessionStore interface {
-	// Look returns the session of key, false when the store holds none.
-	Look(ctx context.Context, key string) (session.State, bool, error)
+	// Open decides a request of the session of key and charges its
+	// reservation, starting the session when needed.
+	Open(ctx context.Context, key string, o session.Opening) (session.Opened, error)
 	// Charge adds c to the session of key, starting it when needed.
 	Charge(ctx context.Context, key string, c session.Charge) (session.Charged, error)
+	// Owe adds c to the session of key with the store's next call.
+	Owe(ctx context.Context, key string, c session.Charge) error
+	// Look returns the session of key, false when the store holds none.
+	Look(ctx context.Context, key string) (session.State, bool, error)
 	// Reset forgets the session of key and returns it as it was.
 	Reset(ctx context.Context, key string) (session.State, bool, error)
 }
@@ -65,19 +73,26 @@ type sessionRun struct {
 	spent session.Cap
 	// tally counts the tool calls the response forwarded.
 	tally *tallySink
-	// charged is what the session was charged for the request so far, in
-	// charges calls.
-	charged session.Counters
-	charges int
+	// opened reports that the store decided the request and charged its
+	// reservation; after is the session as the request's charges left it,
+	// as far as this replica knows (see settleSession).
+	opened bool
+	after  session.State
+	// charged is what the session was charged for the request so far:
+	// its reservation, then each settlement.
+	charged  session.Counters
+	charges  int
+	reported float64 // the dollars of charged counted in the metrics
 	// nonce names the request's charges (not X-Request-Id, which the
 	// client may repeat).
 	nonce string
 }
 
-// openSession looks up the session a request names, if any: a request of
-// a session whose budget is spent is made its forced final answer (or
-// refused, SESSION_ON_CAP=reject). Once the request is served,
-// closeSession charges it.
+// openSession decides the session a request names, if any, and charges
+// its reservation, in one call of the store: a request of a session
+// whose budget is spent is made its forced final answer (or refused,
+// SESSION_ON_CAP=reject). Once the request is served, closeSession
+// settles it.
 func (c *chatRequest) openSession(ctx context.Context) error {
 	h, req := c.h, c.x.Request
 	id, _, err := session.Identify(c.r.Header, c.sessionFields(), h.cfg.Sessions.From)
@@ -89,34 +104,36 @@ func (c *chatRequest) openSession(ctx context.Context) error {
 		return err
 	}
 	s := &sessionRun{id: id, key: sessionKey(sessionScope(c.r, c.x.ProjectID, len(h.keys.digests) > 0), id), budget: budget, nonce: rand.Text()}
-	st, _, err := h.sessions.Look(ctx, s.key)
-	if err == nil {
-		s.spent = st.Spent(budget, c.nextCharge(st))
-	}
-	switch {
-	case err != nil:
-		err = h.sessionStoreFailed(c.w.Header(), err)
-	case s.spent != "":
-		err = c.sessionSpent(s, st)
-	default:
-		h.metrics.SessionDecision("open")
-	}
 	c.sess = s
-	return err
+	out, err := h.sessions.Open(ctx, s.key, c.opening(s))
+	if err != nil {
+		return h.sessionStoreFailed(c.w.Header(), err)
+	}
+	s.opened, s.after, s.charged, s.spent = true, out.State, out.Reserved, out.Spent
+	c.sessionReport(out.Charged, out.Settled)
+	if s.spent != "" {
+		return c.sessionSpent(s, out.Before)
+	}
+	h.metrics.SessionDecision("open")
+	return nil
 }
 
-// nextCharge estimates what the request's prompt adds to session st: its
-// count, at the share of the session's prompts the cache did not hold,
-// priced by the table.
-func (c *chatRequest) nextCharge(st session.State) session.Next {
-	prompt := c.estimate()
-	miss := st.MissRatio()
-	u := pricing.Usage{Prompt: prompt, CacheHit: prompt - int(float64(prompt)*miss)}
-	usd, _ := c.h.prices.Cost(c.x.Request.Model, u, time.Now())
-	return session.Next{Tokens: int64(float64(prompt) * miss), USD: usd}
+// opening is what the request asks of session s: its prompt, priced by
+// the table, and a tool call reserved when it offers tools.
+func (c *chatRequest) opening(s *sessionRun) session.Opening {
+	h, req := c.h, c.x.Request
+	o := session.Opening{Budget: s.budget, Prompt: int64(c.estimate()), ID: s.nonce + "#0",
+		Reject: h.cfg.Sessions.Reject || h.twoStage == nil || req.N > 1}
+	if p, ok := h.prices.Lookup(req.Model, time.Now()); ok {
+		o.MissPrice, o.HitPrice, o.Priced = p.InputCacheMiss, p.InputCacheHit, true
+	}
+	if len(req.Tools) > 0 {
+		o.Calls = 1
+	}
+	return o
 }
 
-// sessionSpent serves a request of session s (as the store holds it,
+// sessionSpent serves a request of session s (as the request found it,
 // st), whose budget is spent: its forced final answer on the guard, or a
 // 429.
 func (c *chatRequest) sessionSpent(s *sessionRun, st session.State) error {
@@ -164,7 +181,7 @@ var errSessionUnavailable = &chat.Error{Status: http.StatusServiceUnavailable, T
 	Message: "the budget of this session cannot be checked right now; send the request again shortly"}
 
 // closeSession ends a served request: what the guard's refusals saved is
-// counted, and the request is charged to its session, if any (what was
+// counted, and the request is settled with its session, if any (what was
 // not charged before its end, see chargeSession).
 func (c *chatRequest) closeSession() {
 	m, ok := c.x.Meter.(*requestMeter)
@@ -175,52 +192,120 @@ func (c *chatRequest) closeSession() {
 	c.chargeSession()
 }
 
-// chargeSession charges the request's session what the request spent
-// and has not been charged yet. It runs before a stream's [DONE] (see
-// tallySink), so that the client's next request finds the session
-// charged, and once more when the request is over, for the usage that
-// settled after [DONE] (the standard protocol's): a second charge only
-// then.
+// chargeSession settles the request with its session: what it spent
+// beyond what the session was charged. It runs before a stream's [DONE]
+// and before a whole answer is written (see tallySink), so that the
+// client's next request finds the session charged, and once more when the
+// request is over, for the usage that settled after that (the standard
+// protocol's streams): a second settlement only then.
 func (c *chatRequest) chargeSession() {
 	s := c.sess
 	m, ok := c.x.Meter.(*requestMeter)
 	if s == nil || !ok {
 		return
 	}
-	h := c.h
 	total := session.Counters{Requests: 1, PromptTokens: int64(m.usage.Prompt), CacheReadTokens: int64(m.usage.CacheHit),
 		CompletionTokens: int64(m.usage.Completion)}
 	if s.tally != nil {
 		total.ToolCalls = int64(s.tally.calls)
 	}
-	if usd, priced := h.prices.Cost(c.x.Request.Model, m.usage, time.Now()); priced {
+	if usd, priced := c.h.prices.Cost(c.x.Request.Model, m.usage, time.Now()); priced {
 		total.USD = usd
 	} else {
 		total.UnpricedTokens = int64(m.usage.Prompt + m.usage.Completion)
 	}
+	c.settleSession(s, total)
+}
+
+// refundSession gives back the reservation of a request that was not
+// served after all (a rate limit refused it).
+func (c *chatRequest) refundSession() {
+	if s := c.sess; s != nil && s.opened {
+		c.settleSession(s, session.Counters{})
+	}
+}
+
+// settleSession charges session s what the request spent in all (total) beyond
+// what s was charged. A settlement that decides nothing (the session
+// capped already, or no budget reached before or after it) is owed: the
+// store
+// carries it with its next call, so that a request costs one call of a
+// shared store. One that decides is charged at once, so that the
+// session's next request, on any replica, finds it decided.
+func (c *chatRequest) settleSession(s *sessionRun, total session.Counters) {
+	h := c.h
 	due := minus(total, s.charged)
-	if s.charged.Requests > 0 && due == (session.Counters{}) {
+	if due == (session.Counters{}) && (s.opened || s.charges > 0) {
 		return
 	}
 	s.charges++
-	id := s.nonce + "#" + strconv.Itoa(s.charges)
-	out, err := h.sessions.Charge(context.WithoutCancel(c.r.Context()), s.key, session.Charge{Counters: due, Cap: s.spent, Budget: s.budget, ID: id})
-	if err != nil {
-		h.metrics.StoreFailed(metrics.StoreSession)
-		c.log.Warn("session store failed; this request is not charged to its session", "error", err)
+	ch := session.Charge{Counters: due, Cap: s.spent, Budget: s.budget, ID: s.nonce + "#" + strconv.Itoa(s.charges)}
+	settled := s.after.Apply(ch, time.Now())
+	ctx := context.WithoutCancel(c.r.Context())
+	decides := s.after.Capped == "" && (settled.Reached(s.budget) != "" || s.after.Reached(s.budget) != "")
+	if s.opened && !decides {
+		if err := h.sessions.Owe(ctx, s.key, ch); err != nil {
+			c.sessionUncharged(err)
+			return
+		}
+		s.charged, s.after = total, settled
+		c.sessionCharged(s, session.Charged{State: settled, Active: c.sessActive[0], CappedSessions: c.sessActive[1]})
 		return
 	}
-	s.charged = total
-	h.metrics.SessionCharged(m.label, due.USD, out.State.RateUSDPerHour(), out.Active, out.CappedSessions)
+	out, err := h.sessions.Charge(ctx, s.key, ch)
+	if err != nil {
+		c.sessionUncharged(err)
+		return
+	}
+	s.charged, s.after = total, out.State
+	c.sessionCharged(s, out)
+	c.sessionReport(out, nil)
+}
+
+// sessionUncharged logs a settlement the store failed.
+func (c *chatRequest) sessionUncharged(err error) {
+	c.h.metrics.StoreFailed(metrics.StoreSession)
+	c.log.Warn("session store failed; this request is not charged to its session", "error", err)
+}
+
+// sessionCharged counts what session s was charged so far, and the
+// store's counts as out reports them.
+func (c *chatRequest) sessionCharged(s *sessionRun, out session.Charged) {
+	m, _ := c.x.Meter.(*requestMeter)
+	label := c.h.metrics.ModelLabel(c.x.Request.Model)
+	if m != nil {
+		label = m.label
+	}
+	c.h.metrics.SessionCharged(label, s.charged.USD-s.reported, out.State.RateUSDPerHour(), out.Active, out.CappedSessions)
+	s.reported = s.charged.USD
+}
+
+// sessionReport counts and logs what a call of the store reports: the
+// cap it recorded (out.Capped), the caps the settlements it carried
+// recorded, and the sessions it let go.
+func (c *chatRequest) sessionReport(out session.Charged, settled []session.Settled) {
+	h := c.h
+	c.sessActive = [2]int{out.Active, out.CappedSessions}
 	if out.Capped {
-		h.metrics.SessionCapped(string(out.State.Capped))
-		// The id, for GET /admin/sessions/{id}: the client named it.
-		c.log.Info("session spent its budget; its next requests get a final answer without tools", "session", s.id,
-			"budget", string(out.State.Capped), "tool_calls", out.State.ToolCalls, "tokens", out.State.Tokens(), "usd", out.State.USD)
+		c.sessionCappedLog(c.sess.id, out.State)
+	}
+	for _, st := range settled {
+		h.metrics.SessionCapped(string(st.Cap))
+		_, id, _ := strings.Cut(st.Key, ":")
+		c.log.Info("session spent its budget; its next requests get a final answer without tools", "session", id, "budget", string(st.Cap))
 	}
 	for _, e := range out.Ended {
 		h.metrics.SessionEnded(string(e.Outcome), e.USD)
 	}
+}
+
+// sessionCappedLog counts and logs a session's cap, recorded by this
+// request's call.
+func (c *chatRequest) sessionCappedLog(id string, st session.State) {
+	c.h.metrics.SessionCapped(string(st.Capped))
+	// The id, for GET /admin/sessions/{id}: the client named it.
+	c.log.Info("session spent its budget; its next requests get a final answer without tools", "session", id,
+		"budget", string(st.Capped), "tool_calls", st.ToolCalls, "tokens", st.Tokens(), "usd", st.USD)
 }
 
 // minus is what a has beyond b.
@@ -289,8 +374,8 @@ func (c *chatRequest) sessionFields() session.Fields {
 
 // tallySink counts the tool calls a response forwards to the client: the
 // distinct (choice, index) pairs of its chunks' tool-call deltas, or the
-// tool calls of a whole answer. Before a stream's [DONE] it calls
-// beforeDone.
+// tool calls of a whole answer. Before a stream's [DONE], and before a
+// whole answer, it calls beforeDone.
 type tallySink struct {
 	sink
 	calls      int
@@ -299,8 +384,8 @@ type tallySink struct {
 }
 
 // tallied returns out, counting the tool calls it forwards for the
-// request's session and calling beforeDone before a stream's [DONE]; out
-// itself when the request names none.
+// request's session and calling beforeDone before a stream's [DONE] and
+// before a whole answer; out itself when the request names none.
 func (s *sessionRun) tallied(out sink, beforeDone func()) sink {
 	if s == nil {
 		return out
@@ -362,5 +447,6 @@ func (t *tallySink) whole(status int, h http.Header, body []byte) error {
 			}
 		}
 	}
+	t.beforeDone() // before the client has the answer, as before a stream's [DONE]
 	return t.sink.whole(status, h, body)
 }

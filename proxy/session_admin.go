@@ -98,6 +98,7 @@ func viewOf(id string, st session.State) sessionView {
 // showSession answers GET /admin/sessions/{id}: the session's counters,
 // the budget of its last request, and the budget it spent, if any.
 func (h *Handler) showSession(w http.ResponseWriter, r *http.Request, key, id string) {
+	h.flushSessions(r.Context())
 	st, ok, err := h.sessions.Look(r.Context(), key)
 	if err != nil {
 		h.log.Warn("session store failed", "error", err)
@@ -114,6 +115,7 @@ func (h *Handler) showSession(w http.ResponseWriter, r *http.Request, key, id st
 // resetSession answers DELETE /admin/sessions/{id}: the session is
 // forgotten, its next request starts it anew.
 func (h *Handler) resetSession(w http.ResponseWriter, r *http.Request, key, id string) {
+	h.flushSessions(r.Context())
 	st, ok, err := h.sessions.Reset(r.Context(), key)
 	if err != nil {
 		h.log.Warn("session store failed", "error", err)

@@ -1,10 +1,19 @@
 package proxy_test
 
 import (
+	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -140,5 +149,137 @@ func TestSessionRedisPaused(t *testing.T) {
 		http.Header{session.Header: {"paused-3"}})
 	if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == "" {
 		t.Errorf("a raw request failing closed: %d, Retry-After %q", resp.StatusCode, resp.Header.Get("Retry-After"))
+	}
+}
+
+// redisCounter is a TCP proxy on 127.0.0.1 in front of a Redis that
+// counts the commands its clients send: RESP arrays, each a round trip
+// unless pipelined (the gateway pipelines none of the calls counted here).
+type redisCounter struct {
+	ln       net.Listener
+	target   string
+	commands atomic.Int64
+	wg       sync.WaitGroup
+	mu       sync.Mutex
+	conns    []net.Conn
+}
+
+// countRedis starts a redisCounter in front of srv; it stops with the
+// test.
+func countRedis(t *testing.T, srv *redistest.Server) (*redisCounter, string) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &redisCounter{ln: ln, target: srv.Addr}
+	c.wg.Add(1)
+	go c.accept()
+	t.Cleanup(c.close)
+	return c, "redis://" + ln.Addr().String()
+}
+
+func (c *redisCounter) accept() {
+	defer c.wg.Done()
+	for {
+		in, err := c.ln.Accept()
+		if err != nil {
+			return
+		}
+		out, err := net.Dial("tcp", c.target)
+		if err != nil {
+			in.Close()
+			continue
+		}
+		c.mu.Lock()
+		c.conns = append(c.conns, in, out)
+		c.mu.Unlock()
+		c.wg.Add(2)
+		go func() { defer c.wg.Done(); _, _ = io.Copy(in, out); in.Close() }()
+		go func() { defer c.wg.Done(); c.count(in, out); out.Close() }()
+	}
+}
+
+// count reads the commands of one client (RESP arrays of bulk strings)
+// until it ends, counting each before it forwards it to w, so that a
+// command is counted before its reply can reach the client.
+func (c *redisCounter) count(in io.Reader, w io.Writer) {
+	var cmd bytes.Buffer
+	r := bufio.NewReader(io.TeeReader(in, &cmd))
+	for {
+		line, err := r.ReadString('\n')
+		if err != nil {
+			return
+		}
+		if n, ok := strings.CutPrefix(strings.TrimSpace(line), "*"); ok {
+			items, _ := strconv.Atoi(n)
+			for range items {
+				head, err := r.ReadString('\n')
+				size, _ := strconv.Atoi(strings.TrimPrefix(strings.TrimSpace(head), "$"))
+				if err != nil || size < 0 {
+					break
+				}
+				if _, err := r.Discard(size + 2); err != nil {
+					break
+				}
+			}
+			c.commands.Add(1)
+		}
+		// The client sends its next command once this one is answered:
+		// what was read is this command, whole.
+		if _, err := w.Write(cmd.Bytes()); err != nil {
+			return
+		}
+		cmd.Reset()
+	}
+}
+
+func (c *redisCounter) close() {
+	c.ln.Close()
+	c.mu.Lock()
+	for _, conn := range c.conns {
+		conn.Close()
+	}
+	c.mu.Unlock()
+	c.wg.Wait()
+}
+
+// TestSessionOneRoundTripPerRequest counts, on a real redis-server, the
+// commands each request of a session costs, its requests alternating
+// between two replicas: one (the request's opening) for every request,
+// but for the one whose settlement spends the budget, which makes a
+// second, so that the next request, on the other replica, finds the
+// session capped.
+func TestSessionOneRoundTripPerRequest(t *testing.T) {
+	srv := redistest.Start(t)
+	counter, url := countRedis(t, srv)
+	rs := sessReplicas(t, &redistest.Server{URL: url, Addr: srv.Addr}, budget(session.Budget{ToolCalls: 4}), 2)
+	ctx := testContext(t)
+	for _, stream := range []bool{false, true} {
+		// A first session, so that both replicas have their connections
+		// and Redis has the script.
+		alternating(t, ctx, rs, fmt.Sprintf("warm-%v", stream), stream)
+		agents := []*sessAgent{rs[0].agent("", fmt.Sprintf("count-%v", stream), stream, nil), rs[1].agent("", fmt.Sprintf("count-%v", stream), stream, nil)}
+		msgs := userMessage("Fix the rounding bug.")
+		var perRequest []int64
+		for i := range 6 {
+			before := counter.commands.Load()
+			r, err := agents[i%2].send(ctx, msgs)
+			if err != nil {
+				t.Fatalf("stream=%v, request %d: %v", stream, i+1, err)
+			}
+			perRequest = append(perRequest, counter.commands.Load()-before)
+			if len(r.calls) == 0 {
+				checkForcedFinal(t, []sessReply{r}, session.CapToolCalls, 4)
+				break
+			}
+			msgs = append(msgs, openai.ChatCompletionMessage{Role: openai.ChatMessageRoleAssistant, ToolCalls: r.calls},
+				openai.ChatCompletionMessage{Role: openai.ChatMessageRoleTool, ToolCallID: r.calls[0].ID, Content: fmt.Sprintf("result %d", i)})
+		}
+		// Four calls forwarded, the fourth reaching the budget; the fifth
+		// request is the forced final answer.
+		if want := []int64{1, 1, 1, 2, 1}; !slices.Equal(perRequest, want) {
+			t.Errorf("stream=%v: Redis commands per request = %v, want %v", stream, perRequest, want)
+		}
 	}
 }

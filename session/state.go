@@ -85,6 +85,9 @@ type Charge struct {
 	// ID, when set, names the charge: a store that retries a call whose
 	// reply was lost applies it once.
 	ID string
+	// Reserve marks an opening's reservation (see State.Open): it records
+	// Cap, never a budget a counter reached.
+	Reserve bool
 }
 
 // Apply returns s after c, charged at now: the counters added, the cap
@@ -106,7 +109,7 @@ func (s State) Apply(c Charge, now time.Time) State {
 	if s.Capped == "" {
 		s.Capped = c.Cap
 	}
-	if s.Capped == "" {
+	if s.Capped == "" && !c.Reserve {
 		s.Capped = s.reached(c.Budget)
 	}
 	return s

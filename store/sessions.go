@@ -98,6 +98,12 @@ func (m *MemorySessions) Charge(_ context.Context, key string, c session.Charge)
 	defer m.mu.Unlock()
 	now := m.now()
 	m.sweep(now)
+	return m.charge(key, c, now), nil
+}
+
+// charge adds c to the session of key at now and reports it; m.mu is
+// held.
+func (m *MemorySessions) charge(key string, c session.Charge, now time.Time) session.Charged {
 	e, ok := m.held(key, now)
 	var out session.Charged
 	if !ok {
@@ -116,7 +122,41 @@ func (m *MemorySessions) Charge(_ context.Context, key string, c session.Charge)
 	m.shrink(e)
 	out.State, out.Active, out.CappedSessions = s.st, len(m.byKey), m.capped
 	out.Ended, m.ended = m.ended, nil
+	return out
+}
+
+// Open decides a request of the session of key and charges its
+// reservation (see session.State.Open), in one step.
+func (m *MemorySessions) Open(_ context.Context, key string, o session.Opening) (session.Opened, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	now := m.now()
+	m.sweep(now)
+	var out session.Opened
+	if e, ok := m.held(key, now); ok {
+		out.Before = e.Value.(*memSession).st
+	}
+	spent, c := out.Before.Open(o)
+	out.Spent = spent
+	if c.Requests == 0 { // refused: nothing reserved
+		out.State, out.Active, out.CappedSessions = out.Before, len(m.byKey), m.capped
+		out.Ended, m.ended = m.ended, nil
+		return out, nil
+	}
+	out.Charged = m.charge(key, c, now)
+	out.Reserved = c.Counters
 	return out, nil
+}
+
+// Owe charges c to the session of key: in memory, at once. The sessions
+// it lets go are reported with the next charge.
+func (m *MemorySessions) Owe(_ context.Context, key string, c session.Charge) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	now := m.now()
+	m.sweep(now)
+	m.ended = m.charge(key, c, now).Ended
+	return nil
 }
 
 // Reset forgets the session of key, and returns it as it was (false when

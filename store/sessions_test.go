@@ -228,9 +228,9 @@ func TestMemorySessionsSweep(t *testing.T) {
 	}
 }
 
-// BenchmarkMemorySessionsCharge is the cost of a session's charge in
-// memory, with 10 000 sessions held: a look and a charge, which the
-// design bounds at 50 µs.
+// BenchmarkMemorySessionsCharge is the cost of a session's charges in
+// memory, with 10 000 sessions held: a request's opening (its decision
+// and reservation) and its settlement, which the design bounds at 50 µs.
 func BenchmarkMemorySessionsCharge(b *testing.B) {
 	ctx := context.Background()
 	m := NewMemorySessions(0, 0)
@@ -240,17 +240,17 @@ func BenchmarkMemorySessionsCharge(b *testing.B) {
 		keys[i] = fmt.Sprintf("0123456789abcdef01234567:session-%d", i)
 		_, _ = m.Charge(ctx, keys[i], session.Charge{Budget: budget})
 	}
-	c := session.Charge{Counters: session.Counters{Requests: 1, ToolCalls: 1, PromptTokens: 40_000, CacheReadTokens: 39_000, CompletionTokens: 200, USD: 0.001},
-		Budget: budget}
+	o := session.Opening{Budget: budget, Prompt: 40_000, MissPrice: 0.3, HitPrice: 0.006, Priced: true, Calls: 1}
+	c := session.Charge{Counters: session.Counters{CacheReadTokens: 39_000, CompletionTokens: 200, USD: 0.0002}, Budget: budget}
 	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) {
 		i := 0
 		for pb.Next() {
 			k := keys[i%len(keys)]
-			if _, _, err := m.Look(ctx, k); err != nil {
+			if _, err := m.Open(ctx, k, o); err != nil {
 				b.Fatal(err)
 			}
-			if _, err := m.Charge(ctx, k, c); err != nil {
+			if err := m.Owe(ctx, k, c); err != nil {
 				b.Fatal(err)
 			}
 			i += 7
@@ -258,8 +258,8 @@ func BenchmarkMemorySessionsCharge(b *testing.B) {
 	})
 }
 
-// BenchmarkRedisSessionsCharge is one request's cost on Redis: a look and
-// a charge, one script each.
+// BenchmarkRedisSessionsCharge is one request's cost on Redis: its
+// opening, one script that carries the settlement of the request before.
 func BenchmarkRedisSessionsCharge(b *testing.B) {
 	srv := redistest.Start(b)
 	r, err := OpenRedis(srv.URL)
@@ -270,15 +270,132 @@ func BenchmarkRedisSessionsCharge(b *testing.B) {
 	s := NewRedisSessions(r)
 	ctx := context.Background()
 	budget := session.Budget{IdleTTL: time.Hour}
-	c := session.Charge{Counters: session.Counters{Requests: 1, ToolCalls: 1, PromptTokens: 40_000, CompletionTokens: 200, USD: 0.001}, Budget: budget}
+	o := session.Opening{Budget: budget, Prompt: 40_000, MissPrice: 0.3, HitPrice: 0.006, Priced: true, Calls: 1}
+	c := session.Charge{Counters: session.Counters{CacheReadTokens: 39_000, CompletionTokens: 200, USD: 0.0002}, Budget: budget}
 	b.ResetTimer()
 	for i := range b.N {
 		k := fmt.Sprintf("k:%d", i%1000)
-		if _, _, err := s.Look(ctx, k); err != nil {
+		if _, err := s.Open(ctx, k, o); err != nil {
 			b.Fatal(err)
 		}
-		if _, err := s.Charge(ctx, k, c); err != nil {
+		if err := s.Owe(ctx, k, c); err != nil {
 			b.Fatal(err)
+		}
+	}
+}
+
+// opener is what the proxy asks of a store to open a request's session.
+type opener interface {
+	sessionStore
+	Open(ctx context.Context, key string, o session.Opening) (session.Opened, error)
+}
+
+// TestSessionsOpen runs the same openings through the store in memory and
+// the one on Redis: each decides the request and reserves what it is sure
+// to cost, and both agree on every decision and count.
+func TestSessionsOpen(t *testing.T) {
+	r, _ := openTestRedis(t)
+	var got [2][]session.Opened
+	for i, s := range []opener{NewMemorySessions(0, 0), NewRedisSessions(r)} {
+		got[i] = openings(t, s)
+	}
+	for i := range got[0] {
+		m, rd := got[0][i], got[1][i]
+		if m.Spent != rd.Spent || m.New != rd.New || m.Capped != rd.Capped || !sameCounters(m.Reserved, rd.Reserved) ||
+			!sameCounters(m.State.Counters, rd.State.Counters) || m.State.Capped != rd.State.Capped || !sameCounters(m.Before.Counters, rd.Before.Counters) {
+			t.Errorf("opening %d: memory %+v, Redis %+v", i+1, m, rd)
+		}
+	}
+}
+
+// openings opens requests of sessions of s and checks each against what
+// the design says of it; it returns them.
+func openings(t *testing.T, s opener) []session.Opened {
+	ctx := testContext(t)
+	b := session.Budget{ToolCalls: 2, Tokens: 1000, USD: 0.01, IdleTTL: time.Hour}
+	o := session.Opening{Budget: b, Prompt: 300, MissPrice: 0.3, HitPrice: 0.006, Priced: true, Calls: 1, ID: "n1#0"}
+	var all []session.Opened
+	open := func(key string, o session.Opening) session.Opened {
+		t.Helper()
+		out, err := s.Open(ctx, key, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		all = append(all, out)
+		return out
+	}
+	// A new session: the whole prompt reserved as missed, and one call.
+	first := open("k1:a", o)
+	want := session.Counters{Requests: 1, ToolCalls: 1, PromptTokens: 300, USD: 300 * 0.3 / 1e6}
+	if first.Spent != "" || !first.New || !sameCounters(first.Reserved, want) || !sameCounters(first.State.Counters, want) {
+		t.Fatalf("first opening: %+v, want a new session with %+v reserved", first, want)
+	}
+	// Its settlement: the cache held 200 of the prompt, 20 completion tokens.
+	if _, err := s.Charge(ctx, "k1:a", session.Charge{Counters: session.Counters{CacheReadTokens: 200, CompletionTokens: 20}, Budget: b, ID: "n1#1"}); err != nil {
+		t.Fatal(err)
+	}
+	// The next prompt is reserved at the session's miss ratio, a third;
+	// its call reaches the budget, which only a settlement records.
+	o.ID = "n2#0"
+	second := open("k1:a", o)
+	if second.Spent != "" || second.Reserved.CacheReadTokens != 200 || second.State.ToolCalls != 2 || second.State.Capped != "" {
+		t.Fatalf("second opening: %+v, want 200 of 300 reserved as cache reads, 2 calls, no cap", second)
+	}
+	// The budget reached: the request is the forced final answer, reserves
+	// no call and records the cap.
+	o.ID = "n3#0"
+	third := open("k1:a", o)
+	if third.Spent != session.CapToolCalls || !third.Capped || third.Reserved.ToolCalls != 0 || third.State.Requests != 3 || third.Before.ToolCalls != 2 {
+		t.Fatalf("third opening: %+v, want the forced final answer, capped, no call reserved", third)
+	}
+	// Refused (SESSION_ON_CAP=reject): nothing reserved.
+	o.ID, o.Reject = "n4#0", true
+	if fourth := open("k1:a", o); fourth.Spent != session.CapToolCalls || fourth.Reserved != (session.Counters{}) || fourth.State.Requests != 3 {
+		t.Fatalf("a refused opening: %+v, want nothing charged", fourth)
+	}
+	// A prompt that would carry a new session past its tokens.
+	o.ID, o.Reject, o.Prompt = "n5#0", false, 1200
+	if big := open("k1:b", o); big.Spent != session.CapTokens || big.Reserved.ToolCalls != 0 || big.State.Capped != session.CapTokens {
+		t.Fatalf("an opening past the tokens: %+v, want its forced final answer", big)
+	}
+	return all
+}
+
+// TestRedisSessionsOweCarried: a settlement owed makes no call; the next
+// call of the store, of any session, carries it and reports the cap it
+// recorded; Flush carries what is left.
+func TestRedisSessionsOweCarried(t *testing.T) {
+	r, _ := openTestRedis(t)
+	s := NewRedisSessions(r)
+	ctx := testContext(t)
+	b := session.Budget{ToolCalls: 2, IdleTTL: time.Hour}
+	if err := s.Owe(ctx, "k:owed", session.Charge{Counters: session.Counters{Requests: 1, ToolCalls: 2}, Budget: b, ID: "o#1"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok, err := s.Look(ctx, "k:owed"); ok || err != nil {
+		t.Fatalf("a settlement owed is on Redis already: %v %v", ok, err)
+	}
+	out, err := s.Open(ctx, "k:other", session.Opening{Budget: b, Prompt: 10, ID: "p#0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []session.Settled{{Key: "k:owed", Cap: session.CapToolCalls}}; !slices.Equal(out.Settled, want) {
+		t.Errorf("the opening that carried it reports %+v, want %+v", out.Settled, want)
+	}
+	if st, ok, err := s.Look(ctx, "k:owed"); !ok || err != nil || st.ToolCalls != 2 || st.Capped != session.CapToolCalls {
+		t.Errorf("after the carrying call: %+v %v %v, want 2 calls, capped", st, ok, err)
+	}
+	for i := range carryMax + 3 {
+		if err := s.Owe(ctx, fmt.Sprintf("k:many-%d", i), session.Charge{Counters: session.Counters{Requests: 1}, Budget: b}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := s.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"k:many-0", fmt.Sprintf("k:many-%d", carryMax+2)} {
+		if st, ok, err := s.Look(ctx, k); !ok || err != nil || st.Requests != 1 {
+			t.Errorf("%s after Flush: %+v %v %v, want charged", k, st, ok, err)
 		}
 	}
 }

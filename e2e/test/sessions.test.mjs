@@ -140,12 +140,12 @@ for (const stream of [false, true]) {
 }
 
 /** One Responses API request, streamed or not: the response object and its headers. */
-async function responseOnce(c, body, stream) {
+async function responseOnce(c, body, headers, stream) {
   if (!stream) {
-    const { data, response } = await c.responses.create(body).withResponse();
+    const { data, response } = await c.responses.create(body, { headers }).withResponse();
     return { res: data, budget: response.headers.get(budgetHeader) };
   }
-  const { data, response } = await c.responses.create({ ...body, stream: true }).withResponse();
+  const { data, response } = await c.responses.create({ ...body, stream: true }, { headers }).withResponse();
   let res;
   for await (const ev of data) {
     if (ev.type === 'response.completed') res = ev.response;
@@ -154,31 +154,51 @@ async function responseOnce(c, body, stream) {
   return { res, budget: response.headers.get(budgetHeader) };
 }
 
+/**
+ * One user turn on the Responses API to its answer, each response chained
+ * to the last by previous_response_id; the replies as chatTurn gives them.
+ */
+async function responsesTurn(gateway, extra, headers, stream) {
+  const c = client(gateway);
+  let body = { model, input: 'Fix the rounding bug.', tools: responseTools, ...extra };
+  const replies = [];
+  for (let i = 0; i < 30; i++) {
+    const { res, budget } = await responseOnce(c, body, headers, stream);
+    const fc = res.output.filter((o) => o.type === 'function_call');
+    // output_text is the SDK's on a created response only: read the
+    // output items, as a streamed response holds them.
+    const content = res.output.filter((o) => o.type === 'message').flatMap((o) => o.content).map((p) => p.text).join('');
+    replies.push({ content, toolCalls: fc, budget, usage: res.usage });
+    if (fc.length === 0) return replies;
+    body = { model, previous_response_id: res.id, tools: responseTools, ...extra,
+      input: fc.map((f) => ({ type: 'function_call_output', call_id: f.call_id, output: `result ${i}` })) };
+  }
+  assert.fail('no answer after 30 requests');
+}
+
 for (const stream of [false, true]) {
-  test(`the Responses API: a session named by prompt_cache_key is capped by tool calls, stream=${stream}`, async () => {
-    const c = client(byCalls);
-    const key = `codex-conversation-${stream}`;
-    let body = { model, input: 'Fix the rounding bug.', tools: responseTools, prompt_cache_key: key };
-    const budgets = [];
-    let ran = 0;
-    for (let i = 0; i < 10; i++) {
-      const { res, budget } = await responseOnce(c, body, stream);
-      budgets.push(budget);
-      const fc = res.output.filter((o) => o.type === 'function_call');
-      if (fc.length === 0) {
-        // output_text is the SDK's on a created response only: read the
-        // output items, as a streamed response holds them.
-        const text = res.output.filter((o) => o.type === 'message').flatMap((o) => o.content).map((p) => p.text).join('');
-        assert.equal(budget, 'SESSION_MAX_TOOL_CALLS');
-        assert.match(text, /session budget spent \(3 tool calls\)/);
-        assert.match(text, /stopped after 3 of 20 steps/);
-        break;
-      }
-      ran += fc.length;
-      body = { model, previous_response_id: res.id, tools: responseTools, prompt_cache_key: key,
-        input: fc.map((f) => ({ type: 'function_call_output', call_id: f.call_id, output: `result ${i}` })) };
-    }
-    assert.equal(ran, 3);
-    assert.deepEqual(budgets.slice(0, -1), [null, null, null]);
+  describe(`the Responses API, stream=${stream}`, () => {
+    test('a session named by prompt_cache_key is capped by tool calls', async () => {
+      const replies = await responsesTurn(byCalls, { prompt_cache_key: `codex-conversation-${stream}` }, {}, stream);
+      assert.equal(calls(replies), 3);
+      assertForcedFinal(replies, 'SESSION_MAX_TOOL_CALLS', 3);
+      assert.match(replies.at(-1).content, /session budget spent \(3 tool calls\)/);
+    });
+
+    test('a session capped by tokens ends with an answer', async () => {
+      const replies = await responsesTurn(byHeaders, {}, { 'X-Session-Id': `rs-tokens-${stream}`, 'X-Phasegate-Session-Max-Tokens': '1500' }, stream);
+      const ran = calls(replies);
+      assert.ok(ran > 0 && ran < 20, `${ran} tool calls before the budget stopped the session`);
+      assertForcedFinal(replies, 'SESSION_MAX_TOKENS', ran);
+    });
+
+    test('a session capped by US dollars ends with an answer', async () => {
+      const replies = await responsesTurn(byHeaders, {}, { 'X-Session-Id': `rs-usd-${stream}`, 'X-Phasegate-Session-Max-Usd': '0.2' }, stream);
+      const ran = calls(replies);
+      assert.ok(ran > 0 && ran < 20, `${ran} tool calls before the budget stopped the session`);
+      assertForcedFinal(replies, 'SESSION_MAX_USD', ran);
+      const cost = (rs) => rs.reduce((usd, r) => usd + (r.usage.input_tokens * price.miss + r.usage.output_tokens * price.output) / 1e6, 0);
+      assert.ok(cost(replies.slice(0, -1)) <= 0.2, `spent ${cost(replies.slice(0, -1))} before the answer`);
+    });
   });
 }
