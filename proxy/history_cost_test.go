@@ -15,6 +15,7 @@ import (
 
 	"github.com/phasegate/phasegate/internal/redistest"
 	"github.com/phasegate/phasegate/proxy"
+	"github.com/phasegate/phasegate/proxy/proxytest"
 	"github.com/phasegate/phasegate/sim"
 	"github.com/phasegate/phasegate/store"
 )
@@ -264,6 +265,70 @@ func BenchmarkFollowUpAttack(b *testing.B) {
 			}
 			b.ReportMetric(float64(cpu.Milliseconds())/float64(b.N*16), "cpu-ms/follow-up")
 			b.ReportMetric(float64(peak>>20), "peak-heap-MiB")
+		})
+	}
+}
+
+// TestHistoryBoundedAsABody: the stored history a previous_response_id
+// brings is held to the limits of a body, counted while its record is
+// scanned, before it is decoded: its items with the request's own are
+// at most MaxMessages, and it nests no deeper than MaxDepth (its
+// response's output items one level deeper, inside the response). A
+// replica with lower limits than the one that stored a conversation
+// refuses it with the 400s of a body over them, naming
+// previous_response_id, and nothing reaches the upstream.
+func TestHistoryBoundedAsABody(t *testing.T) {
+	up, usrv := proxytest.NewServer(t, proxytest.Simulated())
+	shared := store.NewMemoryResponses(time.Hour, 0)
+	replica := func(l proxy.Limits) *httptest.Server {
+		cfg := proxy.Config{Providers: []proxy.Provider{{Name: "deepseek", BaseURL: usrv.URL + "/v1"}}, Limits: l}
+		return serveGateway(t, cfg, proxy.Options{Responses: shared})
+	}
+	wide := replica(proxy.Limits{})
+	var input []map[string]any
+	for i := range 8 {
+		input = append(input, map[string]any{"role": "user", "content": fmt.Sprintf("message %d", i)})
+	}
+	first := rsCreate(t, wide, "/v1/responses", "", map[string]any{"model": sim.Model, "input": input})
+	// Eight input items and the output's are the history. Its output
+	// message nests as deep as a body holding it as input would:
+	// {"input":[{"content":[{"annotations":[]}]}]}, 6 deep.
+	history := len(input) + len(first.Output)
+	most := history + 1
+	next := func(own int) string {
+		items := strings.Repeat(`{"role":"user","content":"more"},`, own)
+		return `{"model":"` + sim.Model + `","input":[` + strings.TrimSuffix(items, ",") + `],"previous_response_id":"` + first.ID + `"}`
+	}
+	tests := []struct {
+		name    string
+		limits  proxy.Limits
+		own     int
+		status  int
+		message string
+	}{
+		{"history and own items at the limit", proxy.Limits{MaxMessages: most}, 1, http.StatusOK, ""},
+		{"history and own items over the limit", proxy.Limits{MaxMessages: most}, 2, http.StatusBadRequest,
+			fmt.Sprintf("the request has %d input items with the stored history of response '%s'; this gateway accepts at most %d", most+1, first.ID, most)},
+		{"history as deep as a body may be", proxy.Limits{MaxDepth: 6}, 1, http.StatusOK, ""},
+		{"history deeper than a body may be", proxy.Limits{MaxDepth: 5}, 1, http.StatusBadRequest,
+			"the stored history of response '" + first.ID + "' nests JSON objects and arrays more than 5 deep"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			calls := len(up.Received())
+			status, _, b := rsRaw(t, replica(tt.limits), http.MethodPost, "/v1/responses", "", next(tt.own))
+			if status != tt.status {
+				t.Fatalf("status %d, want %d: %s", status, tt.status, b)
+			}
+			if tt.status == http.StatusOK {
+				return
+			}
+			if e := rsError(t, b); e.Type != "invalid_request_error" || e.Param != "previous_response_id" || e.Message != tt.message {
+				t.Errorf("got %+v, want param previous_response_id and message %q", e, tt.message)
+			}
+			if n := len(up.Received()); n != calls {
+				t.Errorf("%d calls reached the upstream", n-calls)
+			}
 		})
 	}
 }

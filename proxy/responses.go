@@ -278,7 +278,7 @@ func (h *Handler) decodeHistory(b []byte, id string, own int) (*record, *storedO
 	// The record's input items nest as a body's do; its response's output
 	// items one level deeper (in the response object), and are counted
 	// in that object.
-	if err := checkHistory(b, "input", l.MaxDepth+1, l.MaxMessages, own, id); err != nil {
+	if err := checkHistory(b, "input", l.MaxDepth, 1, l.MaxMessages, own, id); err != nil {
 		return nil, nil, err
 	}
 	var rec record
@@ -286,7 +286,7 @@ func (h *Handler) decodeHistory(b []byte, id string, own int) (*record, *storedO
 		h.log.Warn("store of responses failed", "error", fmt.Errorf("decode record of %q: %w", id, err))
 		return nil, nil, errResponsesUnavailable
 	}
-	if err := checkHistory(rec.Response, "output", l.MaxDepth, l.MaxMessages, own+len(rec.Input), id); err != nil {
+	if err := checkHistory(rec.Response, "output", l.MaxDepth, 0, l.MaxMessages, own+len(rec.Input), id); err != nil {
 		return nil, nil, err
 	}
 	var resp storedOutput
@@ -300,13 +300,14 @@ func (h *Handler) decodeHistory(b []byte, id string, own int) (*record, *storedO
 // checkHistory counts, in one scan before it is decoded, the items of
 // the array member of b, a stored record or response object of response
 // id, with n items before them, against the most input items a request
-// may have (most), and b's nesting against depth: the 400s of a body
-// over the same limits, naming previous_response_id.
-func checkHistory(b []byte, member string, depth, most, n int, id string) error {
-	err := jsonscan.Count(b, depth, jsonscan.Counted{Name: member, FoldCase: true, Max: max(most-n, 0)})
+// may have (most), and b's nesting against depth, the limit of a body,
+// with wrap levels more for the objects b wraps its items in: the 400s
+// of a body over the same limits, naming previous_response_id.
+func checkHistory(b []byte, member string, depth, wrap, most, n int, id string) error {
+	err := jsonscan.Count(b, depth+wrap, jsonscan.Counted{Name: member, FoldCase: true, Max: max(most-n, 0)})
 	var de *jsonscan.DepthError
 	if errors.As(err, &de) {
-		return chat.InvalidRequest("previous_response_id", "the stored history of response '%s' nests JSON objects and arrays more than %d deep", id, de.Max)
+		return chat.InvalidRequest("previous_response_id", "the stored history of response '%s' nests JSON objects and arrays more than %d deep", id, depth)
 	}
 	var ce *jsonscan.CountError
 	if errors.As(err, &ce) {
