@@ -53,8 +53,6 @@ type record struct {
 	// item_reference (its own, not those it referenced or a previous
 	// response brought): a DELETE forgets them with its output.
 	Items []string `json:"items,omitempty"`
-	// size is the bytes the store held: what the history costs.
-	size int64
 }
 
 var errResponsesUnavailable = &chat.Error{Status: http.StatusServiceUnavailable, Type: chat.TypeServer, Code: "store_unavailable",
@@ -85,7 +83,7 @@ func (h *Handler) responsesRoutes(g *gin.RouterGroup) {
 // a 404), rather than a request passed to the upstream, which knows no
 // response of the gateway's.
 func (h *Handler) cancelResponse(w http.ResponseWriter, r *http.Request, id string) {
-	if _, err := h.record(r.Context(), h.responsesOwner(r), id); err != nil {
+	if _, err := h.record(r.Context(), h.responsesOwner(r), id, false); err != nil {
 		writeJSONError(w, responseError(err, id))
 		return
 	}
@@ -361,15 +359,25 @@ func (h *Handler) conversationTooLarge(req *responses.Request, n int64) *chat.Er
 			what, protocol.FormatBytes(n), protocol.FormatBytes(h.cfg.MaxBodyBytes))}
 }
 
-// record reads the stored record of response id.
-func (h *Handler) record(ctx context.Context, owner, id string) (*record, error) {
+// record reads the stored record of response id; its input is decoded
+// only when withInput (a read of the response alone skips it undecoded).
+func (h *Handler) record(ctx context.Context, owner, id string, withInput bool) (*record, error) {
 	b, err := h.stored.Get(ctx, responseKey(owner, id))
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, err
 	}
-	rec := record{size: int64(len(b))}
-	if err == nil {
+	var rec record
+	switch {
+	case err != nil:
+	case withInput:
 		err = json.Unmarshal(b, &rec)
+	default:
+		var head struct {
+			Response json.RawMessage `json:"response"`
+			Items    []string        `json:"items"`
+		}
+		err = json.Unmarshal(b, &head)
+		rec.Response, rec.Items = head.Response, head.Items
 	}
 	if err != nil {
 		h.log.Warn("store of responses failed", "error", err)
@@ -440,7 +448,7 @@ func (h *Handler) getResponse(w http.ResponseWriter, r *http.Request, id string)
 		h.streamResponse(w, r, id)
 		return
 	}
-	rec, err := h.record(r.Context(), h.responsesOwner(r), id)
+	rec, err := h.record(r.Context(), h.responsesOwner(r), id, false)
 	if err != nil {
 		writeJSONError(w, responseError(err, id))
 		return
@@ -453,7 +461,7 @@ func (h *Handler) getResponse(w http.ResponseWriter, r *http.Request, id string)
 // output items and the input items it indexed are forgotten.
 func (h *Handler) deleteResponse(w http.ResponseWriter, r *http.Request, id string) {
 	owner := h.responsesOwner(r)
-	rec, err := h.record(r.Context(), owner, id)
+	rec, err := h.record(r.Context(), owner, id, false)
 	if err == nil {
 		err = h.stored.Delete(r.Context(), responseKey(owner, id))
 	}
@@ -509,7 +517,7 @@ func (h *Handler) inputItems(w http.ResponseWriter, r *http.Request, id string) 
 		writeJSONError(w, chat.InvalidRequest("order", "order must be asc or desc, got %q", order))
 		return
 	}
-	rec, err := h.record(r.Context(), h.responsesOwner(r), id)
+	rec, err := h.record(r.Context(), h.responsesOwner(r), id, true)
 	if err != nil {
 		writeJSONError(w, responseError(err, id))
 		return
