@@ -96,7 +96,7 @@ func BenchmarkNonStreamingAddedLatency(b *testing.B) {
 }
 
 // cpuTime is the user and system CPU time of the process so far.
-func cpuTime(b *testing.B) time.Duration {
+func cpuTime(b testing.TB) time.Duration {
 	var ru syscall.Rusage
 	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
 		b.Fatal(err)

@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -99,17 +100,40 @@ func (h *Handler) tenant(c *gin.Context) string {
 // its memory, charged as it arrives, counts against the bound of all
 // requests in flight and against its tenant's share of it until the
 // request ends, and its reads have a deadline and a least rate. A body
-// that announces a length and sends nothing holds nothing.
+// that announces a length and sends nothing holds nothing. What the
+// request holds beyond its body (the stored history a reference brings)
+// is charged the same way, by chargeRequest.
 func (h *Handler) boundBody(c *gin.Context) {
 	r := c.Request
-	if r.Body == nil || r.Body == http.NoBody {
-		c.Next()
-		return
-	}
 	b := &boundedBody{body: r.Body, w: c.Writer, h: h, tenant: h.tenant(c)}
 	defer b.release()
-	r.Body = b
+	r = r.WithContext(context.WithValue(r.Context(), boundedBodyKey{}, b))
+	if r.Body != nil && r.Body != http.NoBody {
+		r.Body = b
+	}
+	c.Request = r
 	c.Next()
+}
+
+// boundedBodyKey is the context key of a request's boundedBody.
+type boundedBodyKey struct{}
+
+// chargeRequest counts n more bytes that r holds beyond its body against
+// the bound of requests in flight and the share of r's tenant, as its
+// body's bytes are, until r ends: nil, or errBusy or errShare (counted,
+// with Retry-After set on w). It is called by r's handler, which owns
+// its body. A request that did not pass boundBody is charged nothing.
+func (h *Handler) chargeRequest(w http.ResponseWriter, r *http.Request, n int64) error {
+	b, ok := r.Context().Value(boundedBodyKey{}).(*boundedBody)
+	if !ok {
+		return nil
+	}
+	if e := b.charge(n); e != nil {
+		b.refused(e)
+		w.Header().Set("Retry-After", "1")
+		return e
+	}
+	return nil
 }
 
 // boundedBody is a request body read under its bounds. It is owned by
@@ -145,6 +169,15 @@ func (b *boundedBody) charge(n int64) *chat.Error {
 	return nil
 }
 
+// refused counts a refusal of charge.
+func (b *boundedBody) refused(e *chat.Error) {
+	bound := metrics.BoundInflightBytes
+	if e == errShare {
+		bound = metrics.BoundInflightShare
+	}
+	b.h.metrics.Bounded(bound)
+}
+
 func (b *boundedBody) release() {
 	if b.charged > 0 {
 		b.h.inflight.release(b.tenant, b.charged)
@@ -164,11 +197,7 @@ func (b *boundedBody) Read(p []byte) (int, error) {
 	n, err := b.body.Read(p)
 	b.received += int64(n)
 	if e := b.charge(int64(n)); e != nil {
-		bound := metrics.BoundInflightBytes
-		if e == errShare {
-			bound = metrics.BoundInflightShare
-		}
-		b.h.metrics.Bounded(bound)
+		b.refused(e)
 		b.w.Header().Set("Retry-After", "1")
 		b.stop()
 		return 0, e

@@ -23,22 +23,15 @@ var responsesDoor = door{
 	ending: responsesEnding,
 }
 
-// readResponses reads and translates a POST /v1/responses, and charges
-// what its stored history and references add to its body against the
-// bound of requests in flight.
+// readResponses reads and translates a POST /v1/responses; what its
+// stored history and references add to its body is charged as the body
+// is (see prepareResponses).
 func readResponses(h *Handler, w http.ResponseWriter, r *http.Request) (doorRequest, error) {
-	c, err := h.prepareResponses(r)
+	c, err := h.prepareResponses(w, r)
 	if err != nil {
 		return nil, err
 	}
-	// The request was charged for its own body: what the stored history
-	// and references add is charged too.
-	release, ok := h.chargeInflight(int64(len(c.translated) - len(c.body)))
-	if !ok {
-		w.Header().Set("Retry-After", "1")
-		return nil, errBusy
-	}
-	c.h, c.r, c.release = h, r, release
+	c.h, c.r = h, r
 	h.reportDropped(w, r, metrics.DoorResponses, c.dropped)
 	c.resp = responses.NewResponse(c.req)
 	c.resp.SealWith(h.sealer)
@@ -91,7 +84,6 @@ func (c *responsesCall) close() {
 	if c.out != nil {
 		c.out.cut()
 	}
-	c.release()
 }
 
 // responsesEnding ends a Responses stream the gateway cut with an error

@@ -15,7 +15,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/phasegate/phasegate/chat"
-	"github.com/phasegate/phasegate/metrics"
+	"github.com/phasegate/phasegate/internal/jsonscan"
 	"github.com/phasegate/phasegate/protocol"
 	"github.com/phasegate/phasegate/responses"
 	"github.com/phasegate/phasegate/store"
@@ -53,8 +53,6 @@ type record struct {
 	// item_reference (its own, not those it referenced or a previous
 	// response brought): a DELETE forgets them with its output.
 	Items []string `json:"items,omitempty"`
-	// size is the bytes the store held: what the history costs.
-	size int64
 }
 
 var errResponsesUnavailable = &chat.Error{Status: http.StatusServiceUnavailable, Type: chat.TypeServer, Code: "store_unavailable",
@@ -85,7 +83,7 @@ func (h *Handler) responsesRoutes(g *gin.RouterGroup) {
 // a 404), rather than a request passed to the upstream, which knows no
 // response of the gateway's.
 func (h *Handler) cancelResponse(w http.ResponseWriter, r *http.Request, id string) {
-	if _, err := h.record(r.Context(), h.responsesOwner(r), id); err != nil {
+	if _, err := h.record(r.Context(), h.responsesOwner(r), id, false); err != nil {
 		writeJSONError(w, responseError(err, id))
 		return
 	}
@@ -151,16 +149,16 @@ type responsesCall struct {
 	body, translated []byte
 	resp             *responses.Response
 	out              *responsesSink
-	// release gives back what the request charged against the bound of
-	// requests in flight.
-	release func()
 	// dropped is what of the request the upstream does not get.
 	dropped []chat.Drop
 }
 
 // prepareResponses reads and translates a POST /v1/responses; an error
-// is the client's, answered as it is.
-func (h *Handler) prepareResponses(r *http.Request) (*responsesCall, error) {
+// is the client's, answered as it is. What the stored history and the
+// referenced items add to the request is charged, as its body is,
+// against the bound of requests in flight and its client's share of it
+// (chargeRequest), before it is decoded, until the request ends.
+func (h *Handler) prepareResponses(w http.ResponseWriter, r *http.Request) (*responsesCall, error) {
 	c := &responsesCall{}
 	var err error
 	if c.body, err = io.ReadAll(r.Body); err != nil {
@@ -173,7 +171,15 @@ func (h *Handler) prepareResponses(r *http.Request) (*responsesCall, error) {
 		return nil, err
 	}
 	c.owner = h.responsesOwner(r)
-	if c.input, c.own, err = h.resolveInput(r.Context(), c.owner, c.req, int64(len(c.body))); err != nil {
+	var charged int64
+	charge := func(n int64) error {
+		if err := h.chargeRequest(w, r, n); err != nil {
+			return err
+		}
+		charged += n
+		return nil
+	}
+	if c.input, c.own, err = h.resolveInput(r.Context(), c.owner, c.req, int64(len(c.body)), charge); err != nil {
 		return nil, err
 	}
 	t := h.responsesTarget(h.cfg.provider(c.req.Model))
@@ -184,43 +190,33 @@ func (h *Handler) prepareResponses(r *http.Request) (*responsesCall, error) {
 	if int64(len(c.translated)) > h.cfg.MaxBodyBytes {
 		return nil, h.conversationTooLarge(c.req, int64(len(c.translated)))
 	}
+	// The chat body the pipeline serves is charged as a body would be:
+	// what it holds beyond the client's body and what was charged.
+	if more := int64(len(c.translated)-len(c.body)) - charged; more > 0 {
+		if err := charge(more); err != nil {
+			return nil, err
+		}
+	}
 	return c, nil
 }
 
 // resolveInput is the request's input with the stored history of its
 // previous response before it and its item references resolved; the
-// request's own items start at own. A history or referenced items that
-// cannot fit in one body with the request's own (bodyBytes) are refused
-// before they are assembled.
-func (h *Handler) resolveInput(ctx context.Context, owner string, req *responses.Request, bodyBytes int64) (input []responses.Item, own int, err error) {
-	if id := req.PreviousResponseID; id != "" {
-		if err := checkResponseID("previous_response_id", id); err != nil {
+// request's own items start at own. What they bring is charged (charge)
+// before it is decoded; a history or referenced items that cannot fit in
+// one body with the request's own (bodyBytes) are refused before they
+// are read where the store tells their size first, else before they are
+// decoded.
+func (h *Handler) resolveInput(ctx context.Context, owner string, req *responses.Request, bodyBytes int64, charge func(int64) error) (input []responses.Item, own int, err error) {
+	if req.PreviousResponseID != "" {
+		var n int64
+		if input, n, err = h.history(ctx, owner, req, bodyBytes, charge); err != nil {
 			return nil, 0, err
 		}
-		rec, err := h.record(ctx, owner, id)
-		if errors.Is(err, store.ErrNotFound) {
-			return nil, 0, h.previousNotFound(ctx, owner, id)
-		}
-		if err != nil {
-			return nil, 0, err
-		}
-		if bodyBytes += rec.size; bodyBytes > h.cfg.MaxBodyBytes {
-			return nil, 0, h.conversationTooLarge(req, bodyBytes)
-		}
-		var resp struct {
-			Status string           `json:"status"`
-			Output []responses.Item `json:"output"`
-		}
-		if err := json.Unmarshal(rec.Response, &resp); err != nil {
-			return nil, 0, errResponsesUnavailable
-		}
-		if resp.Status == responses.StatusInProgress {
-			return nil, 0, inProgress(id)
-		}
-		input = append(append(input, rec.Input...), resp.Output...)
+		bodyBytes += n
 	}
 	own = len(input)
-	refs, err := h.lookupItems(ctx, owner, req.References(), bodyBytes, func(n int64) error { return h.conversationTooLarge(req, n) })
+	refs, err := h.lookupItems(ctx, owner, req.References(), bodyBytes, charge, func(n int64) error { return h.conversationTooLarge(req, n) })
 	if err != nil {
 		return nil, 0, err
 	}
@@ -229,6 +225,125 @@ func (h *Handler) resolveInput(ctx context.Context, owner string, req *responses
 		return nil, 0, err
 	}
 	return append(input, items...), own, nil
+}
+
+// history is the stored history req's previous_response_id brings, the
+// input and output of that response, and the bytes of its record. The
+// record is bounded with the request's own bytes (bodyBytes: a 413 past
+// MAX_BODY_BYTES) and charged (charge) before it is read where the store
+// tells its size first, else before it is decoded; its items, with the
+// request's own, are counted against the limit of input items and its
+// nesting against the depth limit while it is scanned, before it is
+// decoded (see checkHistory); and it is decoded once.
+func (h *Handler) history(ctx context.Context, owner string, req *responses.Request, bodyBytes int64, charge func(int64) error) ([]responses.Item, int64, error) {
+	id := req.PreviousResponseID
+	if err := checkResponseID("previous_response_id", id); err != nil {
+		return nil, 0, err
+	}
+	b, err := h.getCharged(ctx, responseKey(owner, id), func(n int64) error {
+		if bodyBytes+n > h.cfg.MaxBodyBytes {
+			return h.conversationTooLarge(req, bodyBytes+n)
+		}
+		return charge(n)
+	})
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, 0, h.previousNotFound(ctx, owner, id)
+	}
+	if err != nil {
+		return nil, 0, h.storeError(err)
+	}
+	rec, resp, err := h.decodeHistory(b, id, len(req.Items()))
+	if err != nil {
+		return nil, 0, err
+	}
+	if resp.Status == responses.StatusInProgress {
+		return nil, 0, inProgress(id)
+	}
+	return append(rec.Input, resp.Output...), int64(len(b)), nil
+}
+
+// storedOutput is what a follow-up reads of a stored response object.
+type storedOutput struct {
+	Status string           `json:"status"`
+	Output []responses.Item `json:"output"`
+}
+
+// decodeHistory decodes the record b of response id, its input and then
+// its response's output, each counted first (checkHistory) with the
+// request's own items (own) against the limits of a body.
+func (h *Handler) decodeHistory(b []byte, id string, own int) (*record, *storedOutput, error) {
+	l := h.cfg.Limits
+	// The record's input items nest as a body's do; its response's output
+	// items one level deeper (in the response object), and are counted
+	// in that object.
+	if err := checkHistory(b, "input", l.MaxDepth, 1, l.MaxMessages, own, id); err != nil {
+		return nil, nil, err
+	}
+	var rec record
+	if err := json.Unmarshal(b, &rec); err != nil {
+		h.log.Warn("store of responses failed", "error", fmt.Errorf("decode record of %q: %w", id, err))
+		return nil, nil, errResponsesUnavailable
+	}
+	if err := checkHistory(rec.Response, "output", l.MaxDepth, 0, l.MaxMessages, own+len(rec.Input), id); err != nil {
+		return nil, nil, err
+	}
+	var resp storedOutput
+	if err := json.Unmarshal(rec.Response, &resp); err != nil {
+		h.log.Warn("store of responses failed", "error", fmt.Errorf("decode response %q: %w", id, err))
+		return nil, nil, errResponsesUnavailable
+	}
+	return &rec, &resp, nil
+}
+
+// checkHistory counts, in one scan before it is decoded, the items of
+// the array member of b, a stored record or response object of response
+// id, with n items before them, against the most input items a request
+// may have (most), and b's nesting against depth, the limit of a body,
+// with wrap levels more for the objects b wraps its items in: the 400s
+// of a body over the same limits, naming previous_response_id.
+func checkHistory(b []byte, member string, depth, wrap, most, n int, id string) error {
+	err := jsonscan.Count(b, depth+wrap, jsonscan.Counted{Name: member, FoldCase: true, Max: max(most-n, 0)})
+	var de *jsonscan.DepthError
+	if errors.As(err, &de) {
+		return chat.InvalidRequest("previous_response_id", "the stored history of response '%s' nests JSON objects and arrays more than %d deep", id, depth)
+	}
+	var ce *jsonscan.CountError
+	if errors.As(err, &ce) {
+		return chat.TooMany("previous_response_id", "input items with the stored history of response '"+id+"'", n+ce.Count, most)
+	}
+	return nil
+}
+
+// chargedGetter is a ResponseStore that tells a record's size before it
+// reads it (store.MemoryResponses, store.RedisResponses): charge is
+// called with it, and its error is returned without the record.
+type chargedGetter interface {
+	GetCharged(ctx context.Context, key string, charge func(n int64) error) ([]byte, error)
+}
+
+// getCharged reads the record under key, charged (charge) before it is
+// read when the store can tell its size, else once it is read.
+func (h *Handler) getCharged(ctx context.Context, key string, charge func(n int64) error) ([]byte, error) {
+	if g, ok := h.stored.(chargedGetter); ok {
+		return g.GetCharged(ctx, key, charge)
+	}
+	b, err := h.stored.Get(ctx, key)
+	if err == nil {
+		err = charge(int64(len(b)))
+	}
+	return b, err
+}
+
+// storeError is the client's error of a read of the store of responses
+// that failed: a refusal of the request's bounds as it is, any other
+// failure logged and a 503.
+func (h *Handler) storeError(err error) error {
+	var ce *chat.Error
+	if errors.As(err, &ce) {
+		return ce
+	}
+	h.log.Warn("store of responses failed", "error", err)
+	return errResponsesUnavailable
 }
 
 // conversationTooLarge is the 413 of a request that is small but whose
@@ -244,31 +359,25 @@ func (h *Handler) conversationTooLarge(req *responses.Request, n int64) *chat.Er
 			what, protocol.FormatBytes(n), protocol.FormatBytes(h.cfg.MaxBodyBytes))}
 }
 
-// chargeInflight counts n bytes more of a request against the bound of
-// requests in flight (MAX_INFLIGHT_BYTES) as boundBody does; false, and
-// counted, when they do not fit. release gives them back.
-func (h *Handler) chargeInflight(n int64) (release func(), ok bool) {
-	n = max(n, 0) * InflightFactor
-	if !h.inflight.TryAcquire(n) {
-		h.metrics.Bounded(metrics.BoundInflightBytes)
-		return nil, false
-	}
-	h.metrics.InflightBytes(n)
-	return func() {
-		h.inflight.Release(n)
-		h.metrics.InflightBytes(-n)
-	}, true
-}
-
-// record reads the stored record of response id.
-func (h *Handler) record(ctx context.Context, owner, id string) (*record, error) {
+// record reads the stored record of response id; its input is decoded
+// only when withInput (a read of the response alone skips it undecoded).
+func (h *Handler) record(ctx context.Context, owner, id string, withInput bool) (*record, error) {
 	b, err := h.stored.Get(ctx, responseKey(owner, id))
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, err
 	}
-	rec := record{size: int64(len(b))}
-	if err == nil {
+	var rec record
+	switch {
+	case err != nil:
+	case withInput:
 		err = json.Unmarshal(b, &rec)
+	default:
+		var head struct {
+			Response json.RawMessage `json:"response"`
+			Items    []string        `json:"items"`
+		}
+		err = json.Unmarshal(b, &head)
+		rec.Response, rec.Items = head.Response, head.Items
 	}
 	if err != nil {
 		h.log.Warn("store of responses failed", "error", err)
@@ -339,7 +448,7 @@ func (h *Handler) getResponse(w http.ResponseWriter, r *http.Request, id string)
 		h.streamResponse(w, r, id)
 		return
 	}
-	rec, err := h.record(r.Context(), h.responsesOwner(r), id)
+	rec, err := h.record(r.Context(), h.responsesOwner(r), id, false)
 	if err != nil {
 		writeJSONError(w, responseError(err, id))
 		return
@@ -352,7 +461,7 @@ func (h *Handler) getResponse(w http.ResponseWriter, r *http.Request, id string)
 // output items and the input items it indexed are forgotten.
 func (h *Handler) deleteResponse(w http.ResponseWriter, r *http.Request, id string) {
 	owner := h.responsesOwner(r)
-	rec, err := h.record(r.Context(), owner, id)
+	rec, err := h.record(r.Context(), owner, id, false)
 	if err == nil {
 		err = h.stored.Delete(r.Context(), responseKey(owner, id))
 	}
@@ -408,7 +517,7 @@ func (h *Handler) inputItems(w http.ResponseWriter, r *http.Request, id string) 
 		writeJSONError(w, chat.InvalidRequest("order", "order must be asc or desc, got %q", order))
 		return
 	}
-	rec, err := h.record(r.Context(), h.responsesOwner(r), id)
+	rec, err := h.record(r.Context(), h.responsesOwner(r), id, true)
 	if err != nil {
 		writeJSONError(w, responseError(err, id))
 		return

@@ -235,6 +235,20 @@ func (m *MemoryResponses) Get(_ context.Context, key string) ([]byte, error) {
 	return r.val, nil
 }
 
+// GetCharged is Get that tells charge the record's size before it hands
+// the record on: an error of charge is returned, and the record is not.
+// (The record is held already; it is not copied.)
+func (m *MemoryResponses) GetCharged(ctx context.Context, key string, charge func(n int64) error) ([]byte, error) {
+	b, err := m.Get(ctx, key)
+	if err != nil {
+		return nil, err
+	}
+	if err := charge(int64(len(b))); err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
 // GetMany returns the records under keys, in their order, nil for a key
 // it does not hold.
 func (m *MemoryResponses) GetMany(_ context.Context, keys []string) ([][]byte, error) {
@@ -396,11 +410,22 @@ func (m *RedisResponses) Put(ctx context.Context, key string, val []byte) error 
 // LargeValue or more is read as it is written: on the bulk connections,
 // with a deadline scaled to its size (its length is asked first).
 func (m *RedisResponses) Get(ctx context.Context, key string) ([]byte, error) {
+	return m.GetCharged(ctx, key, func(int64) error { return nil })
+}
+
+// GetCharged is Get that tells charge the record's size before it reads
+// the record: an error of charge is returned, and the record is not
+// read. A record replaced by a larger one in between is charged the
+// difference once read.
+func (m *RedisResponses) GetCharged(ctx context.Context, key string, charge func(n int64) error) ([]byte, error) {
 	k := responsesKeys.entry + key
 	c := m.r.c
 	n, err := c.StrLen(ctx, k).Result()
 	if err != nil {
 		return nil, fmt.Errorf("read response record: %w", err)
+	}
+	if err := charge(n); err != nil {
+		return nil, err
 	}
 	if n >= LargeValue {
 		var cancel context.CancelFunc
@@ -414,6 +439,11 @@ func (m *RedisResponses) Get(ctx context.Context, key string) ([]byte, error) {
 	}
 	if err != nil {
 		return nil, fmt.Errorf("read response record: %w", err)
+	}
+	if more := int64(len(b)) - n; more > 0 {
+		if err := charge(more); err != nil {
+			return nil, err
+		}
 	}
 	return b, nil
 }

@@ -154,3 +154,38 @@ func TestResponsesGroups(t *testing.T) {
 		})
 	}
 }
+
+// TestResponsesGetCharged: GetCharged tells charge the size of a record
+// before it hands it on; a refusal of charge is its answer, without the
+// record, and a key it does not hold is ErrNotFound.
+func TestResponsesGetCharged(t *testing.T) {
+	r, _ := openTestRedis(t)
+	errRefused := errors.New("refused")
+	for name, s := range map[string]interface {
+		responsesStore
+		GetCharged(ctx context.Context, key string, charge func(n int64) error) ([]byte, error)
+	}{
+		"memory": NewMemoryResponses(time.Hour, 0),
+		"redis":  NewRedisResponses(r, time.Hour, 0),
+	} {
+		t.Run(name, func(t *testing.T) {
+			ctx := testContext(t)
+			val := []byte(strings.Repeat("v", 1000))
+			if err := s.Put(ctx, "resp:o:r1", val); err != nil {
+				t.Fatal(err)
+			}
+			var charged int64
+			got, err := s.GetCharged(ctx, "resp:o:r1", func(n int64) error { charged += n; return nil })
+			if err != nil || string(got) != string(val) || charged != int64(len(val)) {
+				t.Errorf("GetCharged = %d bytes, %v, charged %d; want %d, nil, %d", len(got), err, charged, len(val), len(val))
+			}
+			got, err = s.GetCharged(ctx, "resp:o:r1", func(int64) error { return errRefused })
+			if !errors.Is(err, errRefused) || got != nil {
+				t.Errorf("GetCharged refused = %d bytes, %v; want none and the refusal", len(got), err)
+			}
+			if _, err := s.GetCharged(ctx, "resp:o:none", func(int64) error { return nil }); !errors.Is(err, ErrNotFound) {
+				t.Errorf("GetCharged of nothing: %v, want ErrNotFound", err)
+			}
+		})
+	}
+}
