@@ -811,6 +811,9 @@ func (c *chatRequest) pump(ctx context.Context, strategy protocol.Strategy, out 
 	if c.door.identity && strategy.Name() != c.h.standard.Name() {
 		ids.ident = newIdentity(c.x.Request.Model)
 	}
+	// A whole answer takes its id, created time and model from its first
+	// chunk alone: the others need none.
+	ids.firstOnly = !c.x.Request.Stream
 	for ev, err := range strategy.Run(ctx, c.x) {
 		if err != nil {
 			return 0, err
@@ -865,9 +868,14 @@ type chunkIdentity struct {
 	first []byte // the first chunk written, while ident is nil
 	// opened is that an opening chunk was written, said that more was.
 	opened, said bool
+	// firstOnly gives only the first chunk the identity.
+	firstOnly bool
 }
 
 func (c *chunkIdentity) rewrite(ev protocol.Event, door bool, model string) []byte {
+	if c.firstOnly && (c.opened || c.said) {
+		return ev.Data
+	}
 	c.opened = c.opened || ev.Opening
 	c.said = c.said || !ev.Opening
 	if c.ident == nil && ev.Again && door && c.first != nil {
