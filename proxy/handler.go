@@ -672,10 +672,10 @@ func (c *chatRequest) serve(ctx context.Context) metrics.Outcome {
 	c.x.Fallback = c.fallback(out)
 	defer func() { _ = out.flush() }() // whatever ended the response
 	status, err := c.pump(ctx, c.strategy, out)
-	if f := protocol.Classify(err); err != nil && f.Guard && !c.ids.said {
-		// Nothing but an opening chunk went out: the standard protocol
-		// takes over after it, its own opening left out.
-		c.x.Opened = c.ids.opened
+	if f := protocol.Classify(err); err != nil && f.Guard && (!out.committed() || !c.ids.said) {
+		// Nothing went out, or nothing but an opening chunk: the standard
+		// protocol takes over, after it and with its own opening left out.
+		c.x.Opened = c.ids.opened && out.committed()
 		c.log.Error("guard failed; serving through the standard protocol", "error", err)
 		if h.tracer != nil {
 			h.tracer.Trace(ctx, metrics.Trace{Kind: metrics.TraceFallback, RequestID: c.id, ProjectID: c.x.ProjectID, Reason: err.Error()})
@@ -873,11 +873,12 @@ type chunkIdentity struct {
 }
 
 func (c *chunkIdentity) rewrite(ev protocol.Event, door bool, model string) []byte {
-	if c.firstOnly && (c.opened || c.said) {
-		return ev.Data
-	}
+	first := !c.opened && !c.said
 	c.opened = c.opened || ev.Opening
 	c.said = c.said || !ev.Opening
+	if c.firstOnly && !first {
+		return ev.Data
+	}
 	if c.ident == nil && ev.Again && door && c.first != nil {
 		c.ident = newIdentity(model)
 		c.ident.rewrite(c.first)
