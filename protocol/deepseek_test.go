@@ -738,7 +738,10 @@ func TestDeepSeekStandardPassesLeaksThrough(t *testing.T) {
 }
 
 // TestDeepSeekStandardCutRetried: on the standard route too, a stream cut
-// (a read error) before anything was said is retried unseen.
+// (a read error) before anything was said is retried unseen: the client
+// has the first answer's opening chunk, then the second answer's other
+// chunks byte for byte, marked Again (the proxy gives them the first
+// one's identity).
 func TestDeepSeekStandardCutRetried(t *testing.T) {
 	replies := dsReplies(t, "transient_cut")
 	u := newUpstream(t, replies...)
@@ -750,10 +753,14 @@ func TestDeepSeekStandardCutRetried(t *testing.T) {
 	for _, ev := range res.events {
 		if ev.Kind == protocol.KindChunk {
 			got = append(got, string(ev.Data))
+			if again := len(got) > 1; ev.Again != again {
+				t.Errorf("chunk %d: Again = %v, want %v", len(got), ev.Again, again)
+			}
 		}
 	}
-	if want := replies[1].data[:len(replies[1].data)-1]; !cmp.Equal(want, got) {
-		t.Errorf("chunks: got %d, want the second answer's %d byte for byte:\n%s", len(got), len(want), cmp.Diff(want, got))
+	want := append([]string{replies[0].data[0]}, replies[1].data[1:len(replies[1].data)-1]...)
+	if !cmp.Equal(want, got) {
+		t.Errorf("chunks: got %d, want the first opening and the second answer's other %d byte for byte:\n%s", len(got), len(want)-1, cmp.Diff(want, got))
 	}
 }
 

@@ -69,7 +69,14 @@ type Event struct {
 	Data []byte
 	// Ext, on a KindChunk, is a JSON value the proxy adds to Data as the
 	// top-level field ExtensionKey when it writes the chunk.
-	Ext    []byte
+	Ext []byte
+	// Opening, on a KindChunk, is that Data is an answer's opening chunk:
+	// the role, nothing said.
+	Opening bool
+	// Again, on a KindChunk, is that Data comes from an upstream answer
+	// asked again after the client got the opening chunk of an earlier
+	// one: its id, created time and model are to be the earlier one's.
+	Again  bool
 	Status int
 	Header http.Header
 }
@@ -112,6 +119,11 @@ type Exchange struct {
 	// upstream holds the client for one first-byte bound, not one per
 	// attempt. The Upstream bounds each call's wait by it too.
 	FirstByteBy time.Time
+	// Opened is that the client has an opening chunk already, from a
+	// strategy that failed after it (the guard, taken over by the standard
+	// protocol): the strategy writes no opening of its own and marks its
+	// chunks Again.
+	Opened bool
 }
 
 // Fallback is the model a request falls back to, and the upstream that

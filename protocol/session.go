@@ -27,15 +27,22 @@ const MaxTransientRetries = 2
 
 // session is the stream hardening both strategies share, for one client
 // request: it sends upstream calls (fitting again once after a
-// context-length error), writes the events, holds the upstream's opening
-// chunk until something follows it, decides whether a transient end may
-// be retried unseen, and sums the usage of every upstream call. It is
-// owned by one request and not safe for concurrent use.
+// context-length error), writes the events, sends the upstream's opening
+// chunk at once, decides whether a transient end may be retried unseen,
+// and sums the usage of every upstream call. It is owned by one request
+// and not safe for concurrent use.
 //
 // Its ordering rules, each enforced here and nowhere else: KindStart comes
-// first and once; the held opening chunk goes out before the first chunk
-// or [DONE] that follows it, and never alone; after a consumer stops,
+// first and once; one opening chunk at most reaches the client, the first
+// answer's, before anything else it is sent; after a consumer stops,
 // nothing more is yielded.
+//
+// An opening chunk carries the role and says nothing, so sending it
+// commits nothing an answer asked again could contradict: a transient end
+// after it is still retried unseen, and the answer asked again is written
+// without its own opening (the proxy gives its chunks the first answer's
+// identity). It does commit the headers: a failure after it is an in-band
+// error, no longer a status.
 type session struct {
 	x       *Exchange
 	yield   func(Event, error) bool
@@ -44,8 +51,10 @@ type session struct {
 
 	gone    bool // the consumer stopped ranging
 	started bool // KindStart yielded
-	wrote   bool // a chunk or [DONE] yielded: bytes reached the client
-	opening *Event
+	wrote   bool // a chunk past the opening, or [DONE], yielded
+	// opened is that an opening chunk reached the client; again that an
+	// answer was asked again after it.
+	opened, again bool
 	// transientLeft is how many transient ends may still be retried.
 	transientLeft int
 	refitted      bool // a context-length error was learned from once
@@ -61,7 +70,7 @@ func newSession(x *Exchange, yield func(Event, error) bool, tracer Tracer, m *me
 	if tracer == nil {
 		tracer = discardTracer{}
 	}
-	return &session{x: x, yield: yield, tracer: tracer, metrics: m, transientLeft: MaxTransientRetries}
+	return &session{x: x, yield: yield, tracer: tracer, metrics: m, transientLeft: MaxTransientRetries, opened: x.Opened, again: x.Opened}
 }
 
 type discardTracer struct{}
@@ -106,7 +115,7 @@ func (s *session) send(ctx context.Context, req *chat.Request, p *Prompt) (*Resp
 // did.
 func (s *session) fallBack(ctx context.Context, req *chat.Request, p *Prompt, err error) bool {
 	fb := s.x.Fallback
-	if fb == nil || s.fellBack != "" || s.wrote || !Classify(err).RetrySafe || !s.timeLeft(ctx, 0) {
+	if fb == nil || s.fellBack != "" || s.wrote || s.opened || !Classify(err).RetrySafe || !s.timeLeft(ctx, 0) {
 		return false
 	}
 	// The client's request too: the guard builds its later calls (re-asks)
@@ -139,7 +148,7 @@ func (s *session) timeLeft(ctx context.Context, wait time.Duration) bool {
 	if d, ok := ctx.Deadline(); ok && !at.Before(d) {
 		return false
 	}
-	return s.wrote || s.x.FirstByteBy.IsZero() || at.Before(s.x.FirstByteBy)
+	return s.wrote || s.opened || s.x.FirstByteBy.IsZero() || at.Before(s.x.FirstByteBy)
 }
 
 // retryWait reports whether the failure err of attempt (from 0) may be
@@ -264,27 +273,31 @@ func (s *session) withFallback(h http.Header) http.Header {
 	return h
 }
 
-// hold keeps an opening chunk back until something follows it, so that a
-// transient end before it can be retried unseen. A later hold replaces it.
-func (s *session) hold(data, ext []byte) {
-	s.opening = &Event{Kind: KindChunk, Data: data, Ext: ext}
+// open writes an answer's opening chunk at once, the first answer's only:
+// the client has its role, and the opening of an answer asked again would
+// be a second.
+func (s *session) open(data, ext []byte) error {
+	if s.opened || s.wrote {
+		return nil
+	}
+	if err := s.emit(Event{Kind: KindChunk, Data: data, Ext: ext, Opening: true}); err != nil {
+		return err
+	}
+	s.wrote, s.opened = false, true
+	return nil
 }
 
-// emit writes ev, preceded by the held opening chunk. Nothing is written
-// before the start event: that would be a broken invariant of the
-// strategy, a guard failure the standard protocol can still take over.
+// emit writes ev. Nothing is written before the start event: that would
+// be a broken invariant of the strategy, a guard failure the standard
+// protocol can still take over. A chunk of an answer asked again after the
+// opening went out is marked Again.
 func (s *session) emit(ev Event) error {
 	if !s.started {
 		return &GuardError{Err: fmt.Errorf("%s event before the start event", ev.Kind)}
 	}
 	if ev.Kind == KindChunk || ev.Kind == KindDone {
 		s.wrote = true
-		if o := s.opening; o != nil {
-			s.opening = nil
-			if err := s.put(*o); err != nil {
-				return err
-			}
-		}
+		ev.Again = ev.Kind == KindChunk && s.again
 	}
 	return s.put(ev)
 }
@@ -300,8 +313,9 @@ func (s *session) put(ev Event) error {
 	return nil
 }
 
-// fail ends the sequence with err. A guard failure after bytes reached the
-// client is no longer one the standard protocol could take over.
+// fail ends the sequence with err. A guard failure after more than the
+// opening chunk reached the client is no longer one the standard protocol
+// could take over.
 func (s *session) fail(err error) {
 	if s.gone || errors.Is(err, errClientGone) {
 		return
@@ -322,6 +336,7 @@ func (s *session) retryUnseen(ctx context.Context, reason string) bool {
 		return false
 	}
 	s.transientLeft--
+	s.again = s.opened
 	s.trace(ctx, metrics.Trace{Kind: metrics.TraceTransientFinish, Verdict: "retried", Reason: reason})
 	s.metrics.TransientFinish("retried")
 	return true

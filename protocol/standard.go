@@ -11,7 +11,7 @@ import (
 
 // Standard passes a request through unchanged: one upstream call, every
 // event forwarded byte for byte, in order. What it shares with the guard —
-// the held opening chunk, transient retries before the first byte,
+// the opening chunk sent at once, transient retries before the first byte,
 // truncation, usage — is the session's; what is its own is only that it
 // forwards every chunk as it came, and whole answers too.
 type Standard struct {
@@ -92,7 +92,9 @@ func (s Standard) pass(ctx context.Context, ss *session, a *answer) (retry bool,
 		}
 		switch st.Kind {
 		case StepOpening:
-			ss.hold(st.Data, nil)
+			if err := ss.open(st.Data, nil); err != nil {
+				return false, err
+			}
 		case StepFinish:
 			if st.Reason == FinishInsufficientResource && ss.transientFinish(ctx) {
 				return true, nil
@@ -109,8 +111,8 @@ func (s Standard) pass(ctx context.Context, ss *session, a *answer) (retry bool,
 }
 
 // end closes a streamed answer. One cut short is retried unseen when it
-// may be; else the held opening chunk stays held, so that with nothing
-// written the client gets a real status for the truncated answer.
+// may be; else it is an error: a real status when not even the opening
+// chunk went out, an in-band error after it.
 func (s Standard) end(ctx context.Context, ss *session, st Step) (retry bool, err error) {
 	switch {
 	case st.End == EndTruncated && ss.retryUnseen(ctx, "no finish"):

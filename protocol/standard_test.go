@@ -91,18 +91,18 @@ func TestStandardConsumerStops(t *testing.T) {
 		}
 	}
 	u.checkClosed(t)
-	// The opening chunk is held until the next one shows the answer has
-	// started (a transient end before that is retried unseen), so the
-	// consumer leaving at the opening chunk has seen two upstream events.
-	if r := u.response(t, 0); r.read != 2 {
-		t.Errorf("upstream events read = %d, want 2: nothing after the consumer left", r.read)
+	// The opening chunk goes out at once, so the consumer leaving at it
+	// has seen one upstream event.
+	if r := u.response(t, 0); r.read != 1 {
+		t.Errorf("upstream events read = %d, want 1: nothing after the consumer left", r.read)
 	}
 }
 
 // TestStandardTransient: an answer that ends transiently before anything
 // was said is retried unseen, up to MaxTransientRetries times; after that,
 // or once something was said, the upstream's reason is passed on as it
-// came.
+// came. The client gets one opening chunk, the first answer's, sent at
+// once; the chunks of an answer asked again after it are marked Again.
 func TestStandardTransient(t *testing.T) {
 	busy := streamReply(stream().Role().Finish(protocol.FinishInsufficientResource).Done())
 	cut := streamReply(stream().Role())
@@ -129,13 +129,16 @@ func TestStandardTransient(t *testing.T) {
 				t.Errorf("error = %v, want %v", res.err, tt.wantErr)
 			}
 			var got []string
-			starts := 0
+			starts, again := 0, 0
 			for _, ev := range res.events {
 				switch ev.Kind {
 				case protocol.KindStart:
 					starts++
 				case protocol.KindChunk:
 					got = append(got, string(ev.Data))
+					if ev.Again {
+						again++
+					}
 				case protocol.KindDone:
 					got = append(got, "[DONE]")
 				}
@@ -143,10 +146,21 @@ func TestStandardTransient(t *testing.T) {
 			if starts != 1 {
 				t.Errorf("start events: got %d, want 1", starts)
 			}
+			// The first answer's opening, then the answer that stood less
+			// its own.
+			want := []string{tt.replies[0].data[0]}
 			if tt.wantErr == nil {
-				if diff := cmp.Diff(tt.want.data, got); diff != "" {
-					t.Errorf("events (-want +consumer):\n%s", diff)
-				}
+				want = append(want, tt.want.data[1:]...)
+			}
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("events (-want +consumer):\n%s", diff)
+			}
+			wantAgain := 0 // every chunk after the opening, when retried
+			if len(tt.replies) > 1 && tt.wantErr == nil {
+				wantAgain = len(want) - 2 // less the opening and [DONE]
+			}
+			if again != wantAgain {
+				t.Errorf("chunks marked Again: got %d, want %d", again, wantAgain)
 			}
 			if n := len(u.sent()); n != tt.wantSent {
 				t.Errorf("upstream calls: got %d, want %d", n, tt.wantSent)

@@ -194,7 +194,7 @@ const (
 	// stageStarted: the headers are out, to go with the first chunk,
 	// which carries the role.
 	stageStarted
-	// stageSaying: the role went out, or waits in the held opening chunk.
+	// stageSaying: the role went out.
 	stageSaying
 )
 
@@ -665,7 +665,7 @@ func (r *guardRun) step(ctx context.Context, a *answer, st Step, final bool) (ou
 	case StepOpening:
 		if r.stage == stageStarted {
 			r.stage = stageSaying
-			r.s.hold(st.Data, r.ext)
+			err = r.s.open(st.Data, r.ext)
 		}
 	case StepText:
 		if field := r.degen.step(st); field != "" {

@@ -1445,18 +1445,19 @@ func TestTwoStageErrors(t *testing.T) {
 			want:    "protocol.ErrTruncated", wantBytes: true,
 		},
 		{
-			// Nothing reached the client, so each cut answer is retried
-			// unseen, MaxTransientRetries times, before the error stands.
+			// Nothing but the opening chunk reached the client, so each
+			// cut answer is retried unseen, MaxTransientRetries times,
+			// before the error stands.
 			name:    "cut off after a call with empty arguments",
 			replies: slices.Repeat([]reply{streamReply(stream().Role().ToolCall(0, "c1", "list_dir"))}, 1+protocol.MaxTransientRetries),
 			check:   func(err error) bool { return errors.Is(err, protocol.ErrTruncated) },
-			want:    "protocol.ErrTruncated",
+			want:    "protocol.ErrTruncated", wantBytes: true,
 		},
 		{
 			name:    "cut off inside a call's arguments",
 			replies: slices.Repeat([]reply{streamReply(stream().Role().ToolCall(0, "c1", "read_file", `{"path":`, `"a.g`))}, 1+protocol.MaxTransientRetries),
 			check:   func(err error) bool { return errors.Is(err, protocol.ErrTruncated) },
-			want:    "protocol.ErrTruncated",
+			want:    "protocol.ErrTruncated", wantBytes: true,
 		},
 		{
 			name:    "cut off after text: too late to retry",

@@ -194,7 +194,7 @@ func TestUpstreamFailures(t *testing.T) {
 			},
 			timeouts: proxy.Timeouts{FirstByte: 200 * time.Millisecond}, status: 504, wantCode: "upstream_timeout"},
 		{name: "first event over the event limit, stream", stream: true, respond: func(<-chan struct{}) proxytest.Responder {
-			return proxytest.Script(sim.NewStream(testModel).Role().Content(strings.Repeat("x", 8192)).Finish("stop").Done().Reply())
+			return proxytest.Script(sim.NewStream(testModel).Content(strings.Repeat("x", 8192)).Finish("stop").Done().Reply())
 		}, maxEvent: 4096, status: 502, wantCode: "upstream_event_too_large"},
 		{name: "answer over the response limit", respond: func(<-chan struct{}) proxytest.Responder {
 			return proxytest.Script(sim.Completion(testModel, map[string]any{"content": strings.Repeat("x", 4096)}, "stop", nil))

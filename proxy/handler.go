@@ -527,6 +527,9 @@ type chatRequest struct {
 	// reported.
 	sess       *sessionRun
 	sessActive [2]int
+	// ids is the identity of the response's chunks, across the guard
+	// and the standard protocol that takes over from it.
+	ids chunkIdentity
 }
 
 // close releases what the door's request holds.
@@ -673,7 +676,10 @@ func (c *chatRequest) serve(ctx context.Context) metrics.Outcome {
 	c.x.Fallback = c.fallback(out)
 	defer func() { _ = out.flush() }() // whatever ended the response
 	status, err := c.pump(ctx, c.strategy, out)
-	if f := protocol.Classify(err); err != nil && f.Guard && !out.committed() {
+	if f := protocol.Classify(err); err != nil && f.Guard && (!out.committed() || !c.ids.said) {
+		// Nothing went out, or nothing but an opening chunk: the standard
+		// protocol takes over, after it and with its own opening left out.
+		c.x.Opened = c.ids.opened && out.committed()
 		c.log.Error("guard failed; serving through the standard protocol", "error", err)
 		if h.tracer != nil {
 			h.tracer.Trace(ctx, metrics.Trace{Kind: metrics.TraceFallback, RequestID: c.id, ProjectID: c.x.ProjectID, Reason: err.Error()})
@@ -805,10 +811,13 @@ func (c *chatRequest) fail(err error) metrics.Outcome {
 // if any.
 func (c *chatRequest) pump(ctx context.Context, strategy protocol.Strategy, out sink) (int, error) {
 	rec := c.reasoning
-	var ident *identity // the standard protocol forwards one answer as it came
+	ids := &c.ids
 	if c.door.identity && strategy.Name() != c.h.standard.Name() {
-		ident = newIdentity(c.x.Request.Model)
+		ids.ident = newIdentity(c.x.Request.Model)
 	}
+	// A whole answer takes its id, created time and model from its first
+	// chunk alone: the others need none.
+	ids.firstOnly = !c.x.Request.Stream
 	for ev, err := range strategy.Run(ctx, c.x) {
 		if err != nil {
 			return 0, err
@@ -820,11 +829,12 @@ func (c *chatRequest) pump(ctx context.Context, strategy protocol.Strategy, out 
 		case protocol.KindChunk:
 			rec.chunk(ev.Data)
 			c.trace.written(ev.Data)
-			werr = out.chunk(ident.rewrite(ev.Data), ev.Ext)
+			werr = out.chunk(ids.rewrite(ev, c.door.identity, c.x.Request.Model), ev.Ext)
 			if !c.firstToken && werr == nil && out.committed() && chat.HasToken(ev.Data) {
 				c.tokenWritten()
 			}
 		case protocol.KindDone:
+			ids.said = true
 			rec.remember()
 			werr = out.done()
 		case protocol.KindResponse:
@@ -850,6 +860,37 @@ func (c *chatRequest) pump(ctx context.Context, strategy protocol.Strategy, out 
 	}
 	c.tokenWritten() // a stream's first token came before; a whole answer's is now
 	return http.StatusOK, nil
+}
+
+// chunkIdentity is the identity of one response's chunks. The guard's
+// chunks all get one (ident is set from the start); the standard protocol
+// forwards one answer as it came, and only an answer asked again after the
+// client got the first one's opening chunk (Event.Again) takes that
+// chunk's id, created time and model.
+type chunkIdentity struct {
+	ident *identity
+	first []byte // the first chunk written, while ident is nil
+	// opened is that an opening chunk was written, said that more was.
+	opened, said bool
+	// firstOnly gives only the first chunk the identity.
+	firstOnly bool
+}
+
+func (c *chunkIdentity) rewrite(ev protocol.Event, door bool, model string) []byte {
+	first := !c.opened && !c.said
+	c.opened = c.opened || ev.Opening
+	c.said = c.said || !ev.Opening
+	if c.firstOnly && !first {
+		return ev.Data
+	}
+	if c.ident == nil && ev.Again && door && c.first != nil {
+		c.ident = newIdentity(model)
+		c.ident.rewrite(c.first)
+	}
+	if c.ident == nil && c.first == nil {
+		c.first = ev.Data
+	}
+	return c.ident.rewrite(ev.Data)
 }
 
 // estimate is the prompt's token count for the rate limits: the fitted

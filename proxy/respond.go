@@ -150,12 +150,14 @@ type jsonSink struct {
 	// door shapes the error of a completion render cannot read; nil is
 	// OpenAI's.
 	door *door
+	buf  []byte // a chunk with its extension, reused: asm keeps no data
 }
 
 func (s *jsonSink) header(h http.Header) { s.pending = h }
 func (s *jsonSink) chunk(data, ext []byte) error {
 	if ext != nil {
-		data = chat.WithExtension(data, protocol.ExtensionKey, ext)
+		s.buf = chat.AppendExtension(s.buf[:0], data, protocol.ExtensionKey, ext)
+		data = s.buf
 	}
 	if err := s.asm.Add(data); err != nil {
 		// Not the client going away: the guard passed on a chunk it could

@@ -785,9 +785,10 @@ func (p panicTracer) Trace(_ context.Context, ev metrics.Trace) {
 }
 
 // TestTwoStageE2EFallback: the guard itself fails (a panic while judging
-// the model's call) before any byte reached the client, and the standard
-// protocol serves the request instead, asking the upstream again with the
-// client's own body.
+// the model's call) before anything but the opening chunk reached the
+// client, and the standard protocol serves the request instead, asking the
+// upstream again with the client's own body; a streaming client has one
+// opening chunk, the guard's, and one id.
 func TestTwoStageE2EFallback(t *testing.T) {
 	t.Parallel()
 	call := sim.NewStream(tsModel).Role().ToolCall(0, "call_1", "read_file", `{"path":"a.go"}`).Finish("tool_calls").Done()
@@ -818,12 +819,17 @@ func TestTwoStageE2EFallback(t *testing.T) {
 				}
 			}
 			if tt.stream {
+				events := tsData(t, got)
+				if len(events) == 0 || !strings.Contains(events[0], `"role":"assistant"`) {
+					t.Fatalf("events %q, want the opening chunk first", events)
+				}
+				id := chunkID(t, events[0])
 				var want []string
 				for _, ev := range tt.second.Events {
-					want = append(want, ev.Data)
+					want = append(want, strings.Replace(ev.Data, `"id":"`+chunkID(t, ev.Data)+`"`, `"id":"`+id+`"`, 1))
 				}
-				if diff := cmp.Diff(want, tsData(t, got)); diff != "" {
-					t.Errorf("events the client got (-upstream +client):\n%s", diff)
+				if diff := cmp.Diff(want[1:], events[1:]); diff != "" {
+					t.Errorf("events the client got after the opening (-upstream, the first id +client):\n%s", diff)
 				}
 			} else if string(got) != string(tt.second.Body) {
 				t.Errorf("body = %s, want the upstream's completion byte for byte: %s", got, tt.second.Body)

@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -53,19 +54,33 @@ func pickCases(cfg config) ([]benchCase, error) {
 // A target is where a case's requests go.
 type target struct {
 	name   string
-	direct bool   // to the mock
-	path   string // of the gateway
-	tools  bool   // declare a tool
+	direct bool    // to the mock
+	srv    *server // the gateway, or the peer; nil direct
+	std    string  // the name of its gateway's /standard target
+	path   string  // of the gateway
+	tools  bool    // declare a tool
 }
 
-func (c benchCase) targets() []target {
-	ts := []target{
-		{name: "direct", direct: true, path: "/v1/chat/completions"},
-		{name: "standard", path: "/standard/v1/chat/completions"},
-		{name: "v1", path: "/v1/chat/completions"},
-	}
-	if !c.tools {
-		ts = append(ts, target{name: "v1+tools", path: "/v1/chat/completions", tools: true})
+// targets are the case's targets: direct, then each gateway's routes
+// (/standard, /v1 without tools, /v1 with a tool declared, the last when
+// the case declares none), then each peer's chat completions.
+func (st *stack) targets(c benchCase) []target {
+	ts := []target{{name: "direct", direct: true, path: "/v1/chat/completions"}}
+	for _, sv := range st.servers {
+		if sv.peer {
+			ts = append(ts, target{name: sv.name, srv: sv, path: "/v1/chat/completions"})
+			continue
+		}
+		prefix := ""
+		if sv.name != "" {
+			prefix = sv.name + " "
+		}
+		std := prefix + "standard"
+		ts = append(ts, target{name: std, srv: sv, std: std, path: "/standard/v1/chat/completions"},
+			target{name: prefix + "v1", srv: sv, std: std, path: "/v1/chat/completions"})
+		if !c.tools {
+			ts = append(ts, target{name: prefix + "v1+tools", srv: sv, std: std, path: "/v1/chat/completions", tools: true})
+		}
 	}
 	return ts
 }
@@ -73,10 +88,12 @@ func (c benchCase) targets() []target {
 const toolsField = `,"tools":[{"type":"function","function":{"name":"read_file","description":"Read a file of the repository.",` +
 	`"parameters":{"type":"object","properties":{"path":{"type":"string"},"line":{"type":"integer"}},"required":["path"]}}}]`
 
-func (c benchCase) body(t target) []byte {
+// body is the case's request to t; model "" is gpt-4o. The user message
+// names the scenario too, for a peer that does not pass the header on.
+func (c benchCase) body(t target, model string) []byte {
 	var b strings.Builder
-	b.WriteString(`{"model":"gpt-4o","messages":[{"role":"system","content":"You are a coding agent."},` +
-		`{"role":"user","content":"The handler test fails with a closed stream. Find out why."}]`)
+	b.WriteString(`{"model":"` + cmp.Or(model, "gpt-4o") + `","messages":[{"role":"system","content":"You are a coding agent."},` +
+		`{"role":"user","content":"The handler test fails with a closed stream. Find out why. ` + scenarioTag + c.scenario + `]"}]`)
 	if c.stream {
 		b.WriteString(`,"stream":true,"stream_options":{"include_usage":true}`)
 	}
@@ -86,6 +103,10 @@ func (c benchCase) body(t target) []byte {
 	b.WriteString("}")
 	return []byte(b.String())
 }
+
+// scenarioTag, the scenario's name and "]" in a request's body name its
+// scenario to the mock when no X-Bench-Scenario header does.
+const scenarioTag = "[bench:"
 
 // measurement is one case on one target in one round.
 type measurement struct {
@@ -105,20 +126,20 @@ type measurement struct {
 // measure runs one case on one target and reads the processes' CPU time
 // around it; the gateway's RSS is sampled every 50 ms meanwhile.
 func measure(ctx context.Context, cfg config, st *stack, c benchCase, t target) (*measurement, error) {
-	base := st.gatewayURL
-	if t.direct {
-		base = st.mockURL
+	base, sv := st.mockURL, st.servers[0]
+	if !t.direct {
+		base, sv = t.srv.url, t.srv
 	}
 	client := proc.LoopbackClient(c.concurrency)
 	defer client.CloseIdleConnections()
 	m := &measurement{requests: c.requests}
-	stopRSS := sampleRSS(st.gatewayPID, &m.peakRSS)
-	g0, m0 := cpuOf(st.gatewayPID), cpuOf(st.mockPID)
+	stopRSS := sampleRSS(sv.pid, &m.peakRSS)
+	g0, m0 := cpuOf(sv.pid), cpuOf(st.mockPID)
 	start := time.Now()
 	var next atomic.Int64
 	var mu sync.Mutex
 	var wg sync.WaitGroup
-	body := c.body(t)
+	body := c.body(t, st.model(t, cfg))
 	for range c.concurrency {
 		wg.Go(func() {
 			for ctx.Err() == nil && next.Add(1) <= int64(c.requests) {
@@ -131,7 +152,7 @@ func measure(ctx context.Context, cfg config, st *stack, c benchCase, t target) 
 	}
 	wg.Wait()
 	m.wall = time.Since(start)
-	m.gatewayCPU, m.mockCPU = cpuOf(st.gatewayPID)-g0, cpuOf(st.mockPID)-m0
+	m.gatewayCPU, m.mockCPU = cpuOf(sv.pid)-g0, cpuOf(st.mockPID)-m0
 	stopRSS()
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -233,17 +254,25 @@ func token(data []byte) bool {
 	return ok && len(after) > 0 && after[0] != '"' || bytes.Contains(data, []byte(`"tool_calls"`))
 }
 
+// model is the model named to t: -peer-model to a peer.
+func (st *stack) model(t target, cfg config) string {
+	if t.srv != nil && t.srv.peer {
+		return cfg.peerModel
+	}
+	return ""
+}
+
 // warmUp sends each case's request once through every route.
 func warmUp(ctx context.Context, cfg config, st *stack) error {
 	client := proc.LoopbackClient(1)
 	defer client.CloseIdleConnections()
 	for _, c := range allCases {
-		for _, t := range c.targets() {
-			base := st.gatewayURL
-			if t.direct {
-				base = st.mockURL
+		for _, t := range st.targets(c) {
+			base := st.mockURL
+			if !t.direct {
+				base = t.srv.url
 			}
-			if r := do(ctx, client, base+t.path, c, c.body(t), cfg.requestTimeout); r.err != "" {
+			if r := do(ctx, client, base+t.path, c, c.body(t, st.model(t, cfg)), cfg.requestTimeout); r.err != "" {
 				return fmt.Errorf("warm-up %s via %s: %s", c.name, t.name, r.err)
 			}
 		}

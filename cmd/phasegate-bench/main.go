@@ -10,7 +10,11 @@
 //	go run ./cmd/phasegate-bench -rounds 3
 //
 // By default it builds the gateway (run it inside the module); -gateway
-// takes a binary. With -pin (the default when taskset(1) is found and the
+// takes a binary, and repeated, builds to compare side by side in one run
+// (-gateway old=/tmp/phasegate-old -gateway new=build): each gets the
+// three routes, named after it. -peer NAME=CMD starts another gateway
+// beside them (lean Bifrost, say), measured on its chat completions
+// route, with a column of each route's CPU over the first peer's. With -pin (the default when taskset(1) is found and the
 // machine has two CPUs or more) the gateway runs on the last CPU, the mock
 // and the driver on the others. A run is bounded by -max-duration, each
 // request by -request-timeout. It exits 1 when a request failed, 2 on bad
@@ -62,7 +66,9 @@ type config struct {
 	rounds         int
 	scale          float64
 	cases          string
-	gateway        string
+	gateways       []binary // the phasegate builds measured, side by side
+	peers          []binary // other gateways measured beside them
+	peerModel      string
 	pin            bool
 	maxDuration    time.Duration
 	requestTimeout time.Duration
@@ -77,7 +83,20 @@ func parseFlags(args []string, out io.Writer) (config, error) {
 	fs.IntVar(&c.rounds, "rounds", 3, "rounds; every case runs on every route once per round")
 	fs.Float64Var(&c.scale, "scale", 1, "factor on the requests of every case")
 	fs.StringVar(&c.cases, "cases", "", "comma-separated case names to run (e.g. small-c1,stream-c32); empty runs all")
-	fs.StringVar(&c.gateway, "gateway", "", "gateway binary; empty builds ./cmd/phasegate")
+	fs.Func("gateway", "gateway binary, [NAME=]BINARY; repeat it to measure builds side by side (e.g. old=/tmp/phasegate-old -gateway new=build); \"build\" or none builds ./cmd/phasegate", func(v string) error {
+		b, err := parseBinary(v, len(c.gateways))
+		c.gateways = append(c.gateways, b)
+		return err
+	})
+	fs.Func("peer", "another OpenAI-compatible gateway measured beside, NAME=CMD; CMD runs under sh with PEER_ADDR (host:port to listen on), PEER_PORT and UPSTREAM_URL (the mock's base URL, with /v1) set, and must serve POST /v1/chat/completions there; repeatable", func(v string) error {
+		name, cmd, ok := strings.Cut(v, "=")
+		if !ok || name == "" || cmd == "" {
+			return errors.New("want NAME=CMD")
+		}
+		c.peers = append(c.peers, binary{name: name, path: cmd})
+		return nil
+	})
+	fs.StringVar(&c.peerModel, "peer-model", "", "model name sent to the peers (a peer may want a provider prefix, as openai/gpt-4o); empty sends gpt-4o")
 	_, err := exec.LookPath("taskset")
 	fs.BoolVar(&c.pin, "pin", err == nil && runtime.NumCPU() >= 2, "run the gateway on a CPU of its own, with taskset")
 	fs.DurationVar(&c.maxDuration, "max-duration", 20*time.Minute, "bound on the whole run")
@@ -89,10 +108,40 @@ func parseFlags(args []string, out io.Writer) (config, error) {
 	if env != "" {
 		c.env = strings.Split(env, ",")
 	}
+	if len(c.gateways) == 0 {
+		c.gateways = []binary{{}}
+	}
+	if len(c.gateways) > 1 {
+		for _, g := range c.gateways {
+			if g.name == "" {
+				return c, errors.New("-gateway: name each of several gateways, NAME=BINARY")
+			}
+		}
+	}
 	if c.rounds < 1 || c.scale <= 0 || c.maxDuration <= 0 || c.requestTimeout <= 0 {
 		return c, errors.New("-rounds, -scale, -max-duration and -request-timeout must be positive")
 	}
 	return c, nil
+}
+
+// binary is a gateway to start: a name (for the table's routes) and a
+// binary, or a peer's command line.
+type binary struct {
+	name, path string // path "" builds ./cmd/phasegate
+}
+
+func parseBinary(v string, n int) (binary, error) {
+	name, path, ok := strings.Cut(v, "=")
+	if !ok {
+		name, path = "", v
+	}
+	if path == "build" {
+		path = ""
+	}
+	if ok && name == "" {
+		return binary{}, fmt.Errorf("gateway %d: empty name", n+1)
+	}
+	return binary{name: name, path: path}, nil
 }
 
 func run(ctx context.Context, args []string, out io.Writer) error {
@@ -111,16 +160,24 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		return err
 	}
 	defer st.close()
-	fmt.Fprintf(out, "gateway %s (pid %d), mock %s (pid %d), pinned %v, %d CPUs\n", st.gatewayURL, st.gatewayPID, st.mockURL, st.mockPID, cfg.pin, runtime.NumCPU())
-	rep := &report{idleStart: rssOf(st.gatewayPID)}
+	for _, sv := range st.servers {
+		fmt.Fprintf(out, "%s %s (pid %d)\n", sv.label(), sv.url, sv.pid)
+	}
+	fmt.Fprintf(out, "mock %s (pid %d), pinned %v, %d CPUs\n", st.mockURL, st.mockPID, cfg.pin, runtime.NumCPU())
+	rep := &report{}
+	for _, sv := range st.servers {
+		sv.rssStart = rssOf(sv.pid)
+	}
 	if err := warmUp(ctx, cfg, st); err != nil {
 		return err
 	}
 	time.Sleep(2 * time.Second) // let the warm-up's garbage go
-	rep.idle = rssOf(st.gatewayPID)
+	for _, sv := range st.servers {
+		sv.rssIdle = rssOf(sv.pid)
+	}
 	for round := range cfg.rounds {
 		for _, c := range cases {
-			for _, t := range c.targets() {
+			for _, t := range st.targets(c) {
 				m, err := measure(ctx, cfg, st, c, t)
 				if err != nil {
 					return fmt.Errorf("round %d, %s via %s: %w", round+1, c.name, t.name, err)
@@ -129,7 +186,9 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 			}
 		}
 	}
-	rep.peak = hwmOf(st.gatewayPID)
-	rep.print(out, cases)
+	for _, sv := range st.servers {
+		sv.rssPeak = hwmOf(sv.pid)
+	}
+	rep.print(out, cases, st)
 	return rep.verdict()
 }

@@ -91,8 +91,8 @@ var (
 type mock struct{ answers map[string]*answer }
 
 func (m *mock) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	a := m.answers[r.Header.Get("X-Bench-Scenario")]
 	body, err := io.ReadAll(io.LimitReader(r.Body, 1<<20))
+	a := m.answers[scenario(r.Header, body)]
 	if a == nil || err != nil {
 		http.Error(w, `{"error":{"message":"unknown scenario","type":"invalid_request_error"}}`, http.StatusBadRequest)
 		return
@@ -123,6 +123,20 @@ func (m *mock) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+}
+
+// scenario is the scenario a request names: in X-Bench-Scenario, else in
+// its body after scenarioTag.
+func scenario(h http.Header, body []byte) string {
+	if s := h.Get("X-Bench-Scenario"); s != "" {
+		return s
+	}
+	_, after, ok := bytes.Cut(body, []byte(scenarioTag))
+	name, _, ok2 := bytes.Cut(after, []byte("]"))
+	if !ok || !ok2 {
+		return ""
+	}
+	return string(name)
 }
 
 // serveMock serves the mock on a free loopback port, prints its URL and

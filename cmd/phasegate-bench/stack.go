@@ -2,13 +2,16 @@ package main
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -17,17 +20,38 @@ import (
 	"github.com/phasegate/phasegate/internal/proc"
 )
 
-// stack is the gateway and the mock, and what stops them.
+// stack is the gateways and the mock, and what stops them.
 type stack struct {
-	gatewayURL, mockURL string
-	gatewayPID, mockPID int
-	stops               []func()
+	servers []*server
+	mockURL string
+	mockPID int
+	stops   []func()
+}
+
+// server is one gateway the driver measures: a phasegate build, or a peer.
+type server struct {
+	name                       string
+	peer                       bool
+	url                        string
+	pid                        int
+	rssStart, rssIdle, rssPeak int64
+}
+
+func (s *server) label() string {
+	switch {
+	case s.peer:
+		return "peer " + s.name
+	case s.name != "":
+		return "gateway " + s.name
+	}
+	return "gateway"
 }
 
 const startTimeout = 2 * time.Minute
 
-// startStack builds the gateway unless given one, then starts the mock
-// and the gateway. On error, whatever started is stopped.
+// startStack builds the gateway when a -gateway asks for a build, then
+// starts the mock, the gateways and the peers. On error, whatever started
+// is stopped.
 func startStack(ctx context.Context, cfg config) (st *stack, err error) {
 	st = &stack{}
 	defer func() {
@@ -35,17 +59,9 @@ func startStack(ctx context.Context, cfg config) (st *stack, err error) {
 			st.close()
 		}
 	}()
-	gw := cfg.gateway
-	if gw == "" {
-		dir, err := os.MkdirTemp("", "phasegate-bench-")
-		if err != nil {
-			return st, err
-		}
-		st.stops = append(st.stops, func() { os.RemoveAll(dir) })
-		gw = filepath.Join(dir, "phasegate")
-		if err := build(ctx, gw); err != nil {
-			return st, err
-		}
+	built, err := st.buildOnce(ctx, cfg)
+	if err != nil {
+		return st, err
 	}
 	self, err := os.Executable()
 	if err != nil {
@@ -67,7 +83,33 @@ func startStack(ctx context.Context, cfg config) (st *stack, err error) {
 		// The mock picks its answer from this header, which the gateway
 		// passes upstream only when told to.
 		"FORWARD_HEADERS=X-Bench-Scenario"}, cfg.env...)
-	return st, st.startGateway(ctx, pinned(cfg.pin, gatewayCPU, gw), env)
+	for _, g := range cfg.gateways {
+		path := cmp.Or(g.path, built)
+		if err := st.startGateway(ctx, g.name, pinned(cfg.pin, gatewayCPU, path), env); err != nil {
+			return st, err
+		}
+	}
+	for _, p := range cfg.peers {
+		if err := st.startPeer(ctx, p, pinned(cfg.pin, gatewayCPU, "sh", "-c", "exec "+p.path)); err != nil {
+			return st, err
+		}
+	}
+	return st, nil
+}
+
+// buildOnce builds ./cmd/phasegate when a gateway names no binary, and
+// returns the binary's path.
+func (st *stack) buildOnce(ctx context.Context, cfg config) (string, error) {
+	if !slices.ContainsFunc(cfg.gateways, func(b binary) bool { return b.path == "" }) {
+		return "", nil
+	}
+	dir, err := os.MkdirTemp("", "phasegate-bench-")
+	if err != nil {
+		return "", err
+	}
+	st.stops = append(st.stops, func() { os.RemoveAll(dir) })
+	gw := filepath.Join(dir, "phasegate")
+	return gw, build(ctx, gw)
 }
 
 // cpus returns the CPU list of the driver and mock, and the gateway's CPU.
@@ -126,9 +168,9 @@ func (st *stack) startMock(ctx context.Context, args []string) error {
 	return nil
 }
 
-// startGateway starts the gateway and takes its address from its log;
+// startGateway starts a gateway and takes its address from its log;
 // the rest of its log is read and dropped.
-func (st *stack) startGateway(ctx context.Context, args, env []string) error {
+func (st *stack) startGateway(ctx context.Context, name string, args, env []string) error {
 	cmd := exec.Command(args[0], args[1:]...)
 	cmd.Env = env
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
@@ -139,16 +181,73 @@ func (st *stack) startGateway(ctx context.Context, args, env []string) error {
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("start gateway: %w", err)
 	}
-	st.gatewayPID = cmd.Process.Pid
+	sv := &server{name: name, pid: cmd.Process.Pid}
+	st.servers = append(st.servers, sv)
 	st.stops = append(st.stops, func() { _ = cmd.Process.Signal(syscall.SIGTERM); proc.WaitOrKill(cmd, 15*time.Second) })
 	r := bufio.NewReaderSize(stderr, 64<<10)
 	var addr string
 	if addr, err = proc.ListeningAddr(ctx, r, startTimeout); err != nil {
-		return fmt.Errorf("gateway: %w", err)
+		return fmt.Errorf("gateway %s: %w", name, err)
 	}
 	go func() { _, _ = io.Copy(io.Discard, r) }() // ends when the gateway exits
-	st.gatewayURL = "http://" + addr
+	sv.url = "http://" + addr
 	return nil
+}
+
+// startPeer starts a peer's command line (sh execs it, as taskset does,
+// so the pid is the peer's) on a free loopback port and waits until the
+// port accepts connections. Its output is dropped.
+func (st *stack) startPeer(ctx context.Context, p binary, args []string) error {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	_, port, _ := net.SplitHostPort(addr)
+	cmd := exec.Command(args[0], args[1:]...)
+	cmd.Env = append(os.Environ(), "PEER_ADDR="+addr, "PEER_PORT="+port, "UPSTREAM_URL="+st.mockURL+"/v1")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("start peer %s: %w", p.name, err)
+	}
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(exited) }()
+	st.stops = append(st.stops, func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-exited:
+		case <-time.After(15 * time.Second):
+			_ = cmd.Process.Kill()
+			<-exited
+		}
+	})
+	st.servers = append(st.servers, &server{name: p.name, peer: true, pid: cmd.Process.Pid, url: "http://" + addr})
+	return waitListening(ctx, addr, exited)
+}
+
+// waitListening waits until addr accepts a connection, within
+// startTimeout, unless the process exits first.
+func waitListening(ctx context.Context, addr string, exited <-chan struct{}) error {
+	deadline := time.NewTimer(startTimeout)
+	defer deadline.Stop()
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		if c, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
+			c.Close()
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-exited:
+			return fmt.Errorf("peer on %s exited before it listened", addr)
+		case <-deadline.C:
+			return fmt.Errorf("peer never listened on %s", addr)
+		case <-tick.C:
+		}
+	}
 }
 
 func (st *stack) close() {

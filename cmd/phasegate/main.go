@@ -24,6 +24,7 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
 	"github.com/phasegate/phasegate/deepseek"
+	"github.com/phasegate/phasegate/internal/gather"
 	"github.com/phasegate/phasegate/internal/redact"
 	"github.com/phasegate/phasegate/metrics"
 	"github.com/phasegate/phasegate/protocol"
@@ -131,6 +132,10 @@ func dispatch(ctx context.Context, args []string, getenv func(string) string, st
 // listening, when set, is told the address the server listens on.
 var listening func(net.Addr)
 
+// logDelay is how long a log line waits to be written with others; read
+// once by each run, before it listens. Tests raise it.
+var logDelay = gather.DefaultDelay
+
 // readHeaderTimeout bounds the wait for a request's headers, so a client
 // that opens a connection and never finishes its headers cannot hold it.
 // Tests lower it.
@@ -146,7 +151,12 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if err != nil {
 		return err
 	}
-	log := newLogger(stderr, o.LogLevel, o.Redactor)
+	// Log lines are gathered and written together, a request's several
+	// lines in one write; the deferred Close, run's last, writes those
+	// still waiting when the gateway stops.
+	logOut := gather.New(stderr, logDelay)
+	defer logOut.Close()
+	log := newLogger(logOut, o.LogLevel, o.Redactor)
 	if ownsDefaultLog {
 		// What net/http, httputil and go-redis log (an upstream's stray
 		// bytes, quoted) goes through the same redaction, as JSON lines.
@@ -173,11 +183,13 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if err != nil {
 		return listenError(o, err)
 	}
-	return serve(ctx, o, h, ln, log)
+	return serve(ctx, o, h, ln, log, logOut.Flush)
 }
 
 // serve serves h on ln until ctx ends, then drains and shuts down.
-func serve(ctx context.Context, o options, h *proxy.Handler, ln net.Listener, log *slog.Logger) error {
+// flushLog writes the log lines gathered: the start's, which whoever
+// started the gateway waits for, go out before the first request.
+func serve(ctx context.Context, o options, h *proxy.Handler, ln net.Listener, log *slog.Logger, flushLog func() error) error {
 	// Requests run under a context the shutdown can end with a cause, so a
 	// stream still running when the grace is spent ends with an in-band
 	// error and [DONE] rather than a cut connection.
@@ -192,6 +204,7 @@ func serve(ctx context.Context, o options, h *proxy.Handler, ln net.Listener, lo
 		// bounded by REQUEST_TIMEOUT instead.
 	}
 	logStart(log, o, ln.Addr())
+	_ = flushLog()
 	if listening != nil {
 		listening(ln.Addr())
 	}

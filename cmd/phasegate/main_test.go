@@ -21,6 +21,7 @@ import (
 	openai "github.com/sashabaranov/go-openai"
 	"go.uber.org/goleak"
 
+	"github.com/phasegate/phasegate/internal/gather"
 	"github.com/phasegate/phasegate/proxy"
 	"github.com/phasegate/phasegate/proxy/proxytest"
 	"github.com/phasegate/phasegate/sim"
@@ -108,6 +109,13 @@ var startMu sync.Mutex
 // test ends.
 func start(t *testing.T, args []string, e map[string]string) *gateway {
 	t.Helper()
+	return startLogging(t, args, e, gather.DefaultDelay)
+}
+
+// startLogging is start with the log's lines gathered for delay before
+// they are written.
+func startLogging(t *testing.T, args []string, e map[string]string, delay time.Duration) *gateway {
+	t.Helper()
 	full := map[string]string{"LISTEN_ADDR": "127.0.0.1:0", "LOG_LEVEL": "info", "SHUTDOWN_DRAIN_DELAY": "0"}
 	for k, v := range e {
 		full[k] = v
@@ -122,7 +130,8 @@ func start(t *testing.T, args []string, e map[string]string) *gateway {
 		defer startMu.Unlock()
 		addrc := make(chan net.Addr, 1)
 		listening = func(a net.Addr) { addrc <- a }
-		defer func() { listening = nil }()
+		logDelay = delay
+		defer func() { listening, logDelay = nil, gather.DefaultDelay }()
 		go func() { g.done <- run(ctx, args, env(full), io.Discard, g.log) }()
 		select {
 		case a := <-addrc:
