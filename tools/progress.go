@@ -23,7 +23,10 @@ const (
 // tool, form and result) and which wasted a call (repeated an earlier
 // one, and nothing new came back since). Results are compared as an
 // agent reads them (NormaliseResult), and normalised only when two
-// executions of one form returned different texts. Forms and results are
+// executions of one form returned different texts. A silent result (no
+// output in its agent's frame, see silentFrame) of a form whose last run
+// came since the last fresh execution counts as that run's result: a
+// lost output is not progress. Forms and results are
 // compared by digest, and both are read from caches shared by requests
 // (see formDigests). It is built once per policy, on the first judgement
 // that needs it.
@@ -32,9 +35,9 @@ type progress struct {
 	// forms are the digests of the executions' forms; malformed
 	// arguments have none.
 	forms []digest
-	// norm are the digests of the normalised results, where normDone.
-	norm     []digest
-	normDone []bool
+	// read are the readings of the results, where readDone.
+	read     []reading
+	readDone []bool
 	// prev is the last earlier execution with the same tool, form and
 	// result, or -1 (fresh).
 	prev []int
@@ -56,7 +59,7 @@ type progress struct {
 
 func newProgress(l *Ledger, kindsOf func(name string) kinds) *progress {
 	n := len(l.executed)
-	p := &progress{l: l, forms: make([]digest, n), norm: make([]digest, n), normDone: make([]bool, n),
+	p := &progress{l: l, forms: make([]digest, n), read: make([]reading, n), readDone: make([]bool, n),
 		prev: make([]int, n), id: make([]int, n), last: make(map[digest]int, n), before: make([]int, n), lastFresh: -1}
 	for k, e := range l.executed {
 		p.prev[k], p.id[k] = -1, k
@@ -79,6 +82,9 @@ func newProgress(l *Ledger, kindsOf func(name string) kinds) *progress {
 				p.prev[k], p.id[k] = j, p.id[j]
 				break
 			}
+		}
+		if j := p.before[k]; p.prev[k] < 0 && j >= 0 && j >= p.lastFresh && p.lostOutput(j, k) {
+			p.prev[k], p.id[k] = j, p.id[j]
 		}
 		p.last[f] = k
 		if p.prev[k] < 0 {
@@ -112,14 +118,22 @@ func (p *progress) fresh(k int) { p.lastFresh, p.streak = k, 0 }
 // as an agent reads it.
 func (p *progress) sameResult(i, k int) bool {
 	a, b := p.l.executed[i].Result, p.l.executed[k].Result
-	return a == b || p.normalised(i) == p.normalised(k)
+	return a == b || p.reading(i).norm == p.reading(k).norm
 }
 
-func (p *progress) normalised(i int) digest {
-	if !p.normDone[i] {
-		p.norm[i], p.normDone[i] = normalisedDigest(p.l.executed[i].Result), true
+// lostOutput reports whether execution k, of the same form as j, is
+// silent (see silentFrame) in the frame j returned its output in: the
+// same result without its output.
+func (p *progress) lostOutput(j, k int) bool {
+	rk := p.reading(k)
+	return rk.silent && rk.frame == p.reading(j).frame
+}
+
+func (p *progress) reading(i int) reading {
+	if !p.readDone[i] {
+		p.read[i], p.readDone[i] = readResult(p.l.executed[i].Result), true
 	}
-	return p.norm[i]
+	return p.read[i]
 }
 
 // repeat is what a call would repeat: the last execution of its form.
