@@ -23,10 +23,12 @@ const (
 // tool, form and result) and which wasted a call (repeated an earlier
 // one, and nothing new came back since). Results are compared as an
 // agent reads them (NormaliseResult), and normalised only when two
-// executions of one form returned different texts. A silent result (no
-// output in its agent's frame, see silentFrame) of a form whose last run
-// came since the last fresh execution counts as that run's result: a
-// lost output is not progress. Forms and results are
+// executions of one form returned different texts. Two runs of a form
+// in a row with nothing new between them (the earlier one came since the
+// last fresh execution, or is it) that differ only in that one of them is
+// silent (no output in the same frame, see silentFrame) count as one
+// result: a shell that loses a fast command's output, on any run, does
+// not make a loop look like progress. Forms and results are
 // compared by digest, and both are read from caches shared by requests
 // (see formDigests). It is built once per policy, on the first judgement
 // that needs it.
@@ -78,13 +80,10 @@ func newProgress(l *Ledger, kindsOf func(name string) kinds) *progress {
 			p.before[k] = j
 		}
 		for j := p.before[k]; j >= 0; j = p.before[j] {
-			if p.sameResult(j, k) {
+			if p.sameResult(j, k) || j == p.before[k] && j >= p.lastFresh && p.lostOutput(j, k) {
 				p.prev[k], p.id[k] = j, p.id[j]
 				break
 			}
-		}
-		if j := p.before[k]; p.prev[k] < 0 && j >= 0 && j >= p.lastFresh && p.lostOutput(j, k) {
-			p.prev[k], p.id[k] = j, p.id[j]
 		}
 		p.last[f] = k
 		if p.prev[k] < 0 {
@@ -121,12 +120,12 @@ func (p *progress) sameResult(i, k int) bool {
 	return a == b || p.reading(i).norm == p.reading(k).norm
 }
 
-// lostOutput reports whether execution k, of the same form as j, is
-// silent (see silentFrame) in the frame j returned its output in: the
-// same result without its output.
+// lostOutput reports whether executions j and k, of one form, returned
+// the same result but that one of them lost its output: one is silent
+// (see silentFrame) and the other printed in the same frame.
 func (p *progress) lostOutput(j, k int) bool {
-	rk := p.reading(k)
-	return rk.silent && rk.frame == p.reading(j).frame
+	rj, rk := p.reading(j), p.reading(k)
+	return rj.silent != rk.silent && rj.frame == rk.frame
 }
 
 func (p *progress) reading(i int) reading {

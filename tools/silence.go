@@ -6,13 +6,14 @@ import "strings"
 // agent puts around every output (Qwen Code's "Directory:" and "Exit
 // Code:" lines, Codex's "Process exited with code", mini-swe-agent's
 // <returncode>) with nothing in it. The progress rule reads such a
-// silent result, when the same command printed something just before and
-// nothing new came back since, as the same result without its output: it
-// tells the agent nothing it did not know. A shell that loses the output
-// of a fast command (Qwen Code's does under load: "Output: (empty)" for
-// a wc -l that counted 5 lines a moment before) must not make a loop look
-// like progress. A silent result with another frame (another exit code,
-// another signal) is still substance.
+// silent result and a run of the same command just before or after it
+// that printed something, with nothing new between them, as one result:
+// a shell that loses the output of a fast command (Qwen Code's does under
+// load: "Output: (empty)" for a wc -l that counts 5 lines a moment before
+// or after) must not make a loop look like progress. A silent result in
+// another frame (another exit code, another signal) is still substance,
+// and so is an output after something new came back (a file listed empty,
+// a build, the file listed again).
 
 // lineKind is what a line of a normalised result is to silentFrame.
 type lineKind uint8

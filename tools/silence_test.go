@@ -72,12 +72,13 @@ func qwenShell(command, output string) step {
 }
 
 // TestProgressiveLostOutput checks the progress rule on Qwen Code's real
-// results when a run loses its output: a lost output is no progress over
-// the form's last run, so the exact and the cosmetic loop are refused at
-// their fifth call wherever the output went missing, and the agent's own
-// detector (Qwen Code halts at the fifth identical call) never sees it;
-// but a silent run after something new came back, or in another frame,
-// is progress.
+// results when a run loses its output (as Qwen Code 0.24.4 did on the
+// first, second or fourth run of a loop through the gateway): a lost
+// output is no progress, so the exact and the cosmetic loop are refused
+// at their fifth call wherever the output went missing, and the agent's
+// own detector (Qwen Code halts at the fifth identical call) never sees
+// it; but a silent run, or an output, after something new came back, or
+// a silent run in another frame, is progress.
 func TestProgressiveLostOutput(t *testing.T) {
 	wc := func(out string) step { return qwenShell("wc -l README.md", out) }
 	echo := func(cmd, out string) step { return qwenShell(cmd, out) }
@@ -95,7 +96,11 @@ func TestProgressiveLostOutput(t *testing.T) {
 		{"exact loop, three runs: one more may go", []step{wc("5 README.md"), wc(""), wc("5 README.md")}, wc("5 README.md"), VerdictForward},
 		{"silent after something new came back", []step{echo("ls build", "out.o"), echo("rm build/out.o", ""), echo("ls build", ""), echo("ls build", ""), echo("ls build", "")},
 			echo("ls build", ""), VerdictForward},
-		{"the first run silent, then an output: progress", []step{wc(""), wc("5 README.md"), wc("5 README.md"), wc("5 README.md")}, wc("5 README.md"), VerdictForward},
+		{"exact loop, the first output lost", []step{wc(""), wc("5 README.md"), wc("5 README.md"), wc("5 README.md")}, wc("5 README.md"), VerdictNoProgress},
+		{"cosmetic loop, outputs lost on and off", []step{echo("echo done", ""), echo("echo  done", "done"), echo(`echo "done"`, "done"), echo(`echo  "done"`, "")},
+			echo("echo done;", "done"), VerdictNoProgress},
+		{"silent, then an output after an edit: progress", []step{echo("ls build", ""), echo("make", "built"), echo("ls build", "out.o"), echo("ls build", "out.o"), echo("ls build", "out.o")},
+			echo("ls build", "out.o"), VerdictForward},
 		{"silent with another exit code: progress", []step{wc("5 README.md"), wc("5 README.md"), wc("5 README.md"),
 			call("run_shell_command", `{"command":"wc -l README.md"}`, "Command: wc -l README.md\nDirectory: (root)\nOutput: (empty)\nError: (none)\nExit Code: 1\nSignal: (none)\nProcess Group PGID: (none)")},
 			wc("5 README.md"), VerdictForward},
