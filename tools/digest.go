@@ -61,11 +61,13 @@ func formKey(projectID, name string, schema uint64, arguments string) digest {
 }
 
 // reading is how the progress rule reads a result: the digest of
-// NormaliseResult's text, and of its frame (silentFrame), and whether it
-// is silent.
+// NormaliseResult's text, the hash of its frame (silentFrame), and
+// whether it is silent. read marks a reading made (the zero reading is
+// none).
 type reading struct {
-	norm, frame digest
-	silent      bool
+	norm         digest
+	frame        uint64
+	silent, read bool
 }
 
 // readResult reads result, from the cache when it was read before.
@@ -76,7 +78,7 @@ func readResult(result string) reading {
 	}
 	norm := NormaliseResult(result)
 	frame, silent := silentFrame(norm)
-	r := reading{norm: digestOf(norm), frame: digestOf(frame), silent: silent}
+	r := reading{norm: digestOf(norm), frame: digestOf(frame).hash, silent: silent, read: true}
 	resultDigests.Put(k, r)
 	return r
 }

@@ -37,9 +37,8 @@ type progress struct {
 	// forms are the digests of the executions' forms; malformed
 	// arguments have none.
 	forms []digest
-	// read are the readings of the results, where readDone.
-	read     []reading
-	readDone []bool
+	// read are the readings of the results, made when needed.
+	read []reading
 	// prev is the last earlier execution with the same tool, form and
 	// result, or -1 (fresh).
 	prev []int
@@ -61,7 +60,7 @@ type progress struct {
 
 func newProgress(l *Ledger, kindsOf func(name string) kinds) *progress {
 	n := len(l.executed)
-	p := &progress{l: l, forms: make([]digest, n), read: make([]reading, n), readDone: make([]bool, n),
+	p := &progress{l: l, forms: make([]digest, n), read: make([]reading, n),
 		prev: make([]int, n), id: make([]int, n), last: make(map[digest]int, n), before: make([]int, n), lastFresh: -1}
 	for k, e := range l.executed {
 		p.prev[k], p.id[k] = -1, k
@@ -129,8 +128,8 @@ func (p *progress) lostOutput(j, k int) bool {
 }
 
 func (p *progress) reading(i int) reading {
-	if !p.readDone[i] {
-		p.read[i], p.readDone[i] = readResult(p.l.executed[i].Result), true
+	if !p.read[i].read {
+		p.read[i] = readResult(p.l.executed[i].Result)
 	}
 	return p.read[i]
 }
