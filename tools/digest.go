@@ -30,12 +30,12 @@ const digestCacheBytes = 4 << 20
 // They hold digests only, never argument or result text. Safe for
 // concurrent use.
 var (
-	formDigests   = newDigestCache()
-	resultDigests = newDigestCache()
+	formDigests   = newDigestCache[digest]()
+	resultDigests = newDigestCache[reading]()
 )
 
-func newDigestCache() *lru.Cache[digest, digest] {
-	return lru.New(lru.Options[digest, digest]{
+func newDigestCache[V any]() *lru.Cache[digest, V] {
+	return lru.New(lru.Options[digest, V]{
 		MaxBytes: digestCacheBytes,
 		Shards:   16,
 		Hash:     func(k digest) uint64 { return k.hash },
@@ -60,14 +60,25 @@ func formKey(projectID, name string, schema uint64, arguments string) digest {
 	return digest{h.Sum64(), uint32(len(arguments))}
 }
 
-// normalisedDigest is the digest of NormaliseResult(result), from the
-// cache when the result was read before.
-func normalisedDigest(result string) digest {
+// reading is how the progress rule reads a result: the digest of
+// NormaliseResult's text, the hash of its frame (silentFrame), and
+// whether it is silent. read marks a reading made (the zero reading is
+// none).
+type reading struct {
+	norm         digest
+	frame        uint64
+	silent, read bool
+}
+
+// readResult reads result, from the cache when it was read before.
+func readResult(result string) reading {
 	k := digestOf(result)
-	if d, ok := resultDigests.Get(k); ok {
-		return d
+	if r, ok := resultDigests.Get(k); ok {
+		return r
 	}
-	d := digestOf(NormaliseResult(result))
-	resultDigests.Put(k, d)
-	return d
+	norm := NormaliseResult(result)
+	frame, silent := silentFrame(norm)
+	r := reading{norm: digestOf(norm), frame: digestOf(frame).hash, silent: silent, read: true}
+	resultDigests.Put(k, r)
+	return r
 }

@@ -133,7 +133,9 @@ type Policy struct {
 
 // Progressive switches the policy to judge repeats by progress, for every
 // tool. An execution of the turn is fresh when no earlier one had its
-// tool, its Form and its result (as NormaliseResult reads them), and
+// tool, its Form and its result (as NormaliseResult reads them; a run
+// that lost its output, or printed where the run before it lost its own,
+// with nothing new between them, brings no new result), and
 // wastes its call when it repeats an earlier execution and nothing fresh
 // came back since. A call that would waste one more call, once the turn
 // has wasted maxWasted since its last fresh execution, is refused: as a

@@ -3,7 +3,12 @@ package tools
 import (
 	"encoding/json"
 	"errors"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -287,11 +292,74 @@ func TestFilterTools(t *testing.T) {
 	}
 }
 
+// TestVerdicts reads the package's source for its Verdict constants: each
+// is in Verdicts() (which the metrics' verdict labels are checked
+// against, in protocol's TestVerdictsHaveMetricLabels), and each but
+// forward has a notice and a shown line of its own. A new verdict
+// declared and left out of any of them fails here.
 func TestVerdicts(t *testing.T) {
-	want := []Verdict{"forward", "duplicate", "malformed", "undeclared", "schema_invalid", "not_allowed", "no_progress", "cycle", "failing_streak"}
-	if got := Verdicts(); !slices.Equal(got, want) {
-		t.Errorf("Verdicts(): got %v, want %v", got, want)
+	declared := verdictConstants(t)
+	if got := Verdicts(); !slices.Equal(got, declared) {
+		t.Errorf("Verdicts(): got %v, want every Verdict constant in the order declared: %v", got, declared)
 	}
+	b := Budget{MaxExecutions: 10, MaxRefused: 3}
+	for _, v := range declared {
+		if v == VerdictForward {
+			continue
+		}
+		j := Judgement{Verdict: v, Tool: "t", Reason: "Why."}
+		if n := Notice(j, b); n == "" || strings.Contains(n, "The call was not executed.") {
+			t.Errorf("verdict %q has no notice of its own: %q", v, n)
+		}
+		if s := Shown(j, b); s == "" || strings.Contains(s, ": "+string(v)+" (") {
+			t.Errorf("verdict %q has no shown line of its own: %q", v, s)
+		}
+	}
+}
+
+// verdictConstants returns the values of the constants named Verdict…
+// in the package's source, in the order declared.
+func verdictConstants(t *testing.T) []Verdict {
+	t.Helper()
+	fset := token.NewFileSet()
+	files, err := filepath.Glob("*.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []Verdict
+	for _, name := range files {
+		if strings.HasSuffix(name, "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(fset, name, nil, parser.SkipObjectResolution)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range f.Decls {
+			g, ok := d.(*ast.GenDecl)
+			if !ok || g.Tok != token.CONST {
+				continue
+			}
+			for _, spec := range g.Specs {
+				vs := spec.(*ast.ValueSpec)
+				for i, id := range vs.Names {
+					if !strings.HasPrefix(id.Name, "Verdict") {
+						continue
+					}
+					lit, ok := vs.Values[i].(*ast.BasicLit)
+					if !ok || lit.Kind != token.STRING {
+						t.Fatalf("%s: %s is not a string literal", fset.Position(id.Pos()), id.Name)
+					}
+					v, _ := strconv.Unquote(lit.Value)
+					out = append(out, Verdict(v))
+				}
+			}
+		}
+	}
+	if len(out) == 0 {
+		t.Fatal("no Verdict constant found in the package's source")
+	}
+	return out
 }
 
 func BenchmarkPolicyJudge(b *testing.B) {

@@ -23,7 +23,12 @@ const (
 // tool, form and result) and which wasted a call (repeated an earlier
 // one, and nothing new came back since). Results are compared as an
 // agent reads them (NormaliseResult), and normalised only when two
-// executions of one form returned different texts. Forms and results are
+// executions of one form returned different texts. Two runs of a form
+// in a row with nothing new between them (the earlier one came since the
+// last fresh execution, or is it) that differ only in that one of them is
+// silent (no output in the same frame, see silentFrame) count as one
+// result: a shell that loses a fast command's output, on any run, does
+// not make a loop look like progress. Forms and results are
 // compared by digest, and both are read from caches shared by requests
 // (see formDigests). It is built once per policy, on the first judgement
 // that needs it.
@@ -32,9 +37,8 @@ type progress struct {
 	// forms are the digests of the executions' forms; malformed
 	// arguments have none.
 	forms []digest
-	// norm are the digests of the normalised results, where normDone.
-	norm     []digest
-	normDone []bool
+	// read are the readings of the results, made when needed.
+	read []reading
 	// prev is the last earlier execution with the same tool, form and
 	// result, or -1 (fresh).
 	prev []int
@@ -56,7 +60,7 @@ type progress struct {
 
 func newProgress(l *Ledger, kindsOf func(name string) kinds) *progress {
 	n := len(l.executed)
-	p := &progress{l: l, forms: make([]digest, n), norm: make([]digest, n), normDone: make([]bool, n),
+	p := &progress{l: l, forms: make([]digest, n), read: make([]reading, n),
 		prev: make([]int, n), id: make([]int, n), last: make(map[digest]int, n), before: make([]int, n), lastFresh: -1}
 	for k, e := range l.executed {
 		p.prev[k], p.id[k] = -1, k
@@ -75,7 +79,7 @@ func newProgress(l *Ledger, kindsOf func(name string) kinds) *progress {
 			p.before[k] = j
 		}
 		for j := p.before[k]; j >= 0; j = p.before[j] {
-			if p.sameResult(j, k) {
+			if p.sameResult(j, k) || j == p.before[k] && j >= p.lastFresh && p.lostOutput(j, k) {
 				p.prev[k], p.id[k] = j, p.id[j]
 				break
 			}
@@ -112,14 +116,22 @@ func (p *progress) fresh(k int) { p.lastFresh, p.streak = k, 0 }
 // as an agent reads it.
 func (p *progress) sameResult(i, k int) bool {
 	a, b := p.l.executed[i].Result, p.l.executed[k].Result
-	return a == b || p.normalised(i) == p.normalised(k)
+	return a == b || p.reading(i).norm == p.reading(k).norm
 }
 
-func (p *progress) normalised(i int) digest {
-	if !p.normDone[i] {
-		p.norm[i], p.normDone[i] = normalisedDigest(p.l.executed[i].Result), true
+// lostOutput reports whether executions j and k, of one form, returned
+// the same result but that one of them lost its output: one is silent
+// (see silentFrame) and the other printed in the same frame.
+func (p *progress) lostOutput(j, k int) bool {
+	rj, rk := p.reading(j), p.reading(k)
+	return rj.silent != rk.silent && rj.frame == rk.frame
+}
+
+func (p *progress) reading(i int) reading {
+	if !p.read[i].read {
+		p.read[i] = readResult(p.l.executed[i].Result)
 	}
-	return p.norm[i]
+	return p.read[i]
 }
 
 // repeat is what a call would repeat: the last execution of its form.
