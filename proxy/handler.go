@@ -805,6 +805,7 @@ func (c *chatRequest) pump(ctx context.Context, strategy protocol.Strategy, out 
 	if c.door.identity && strategy.Name() != c.h.standard.Name() {
 		ident = newIdentity(c.x.Request.Model)
 	}
+	identify(out, ident)
 	for ev, err := range strategy.Run(ctx, c.x) {
 		if err != nil {
 			return 0, err
@@ -816,7 +817,7 @@ func (c *chatRequest) pump(ctx context.Context, strategy protocol.Strategy, out 
 		case protocol.KindChunk:
 			rec.chunk(ev.Data)
 			c.trace.written(ev.Data)
-			werr = out.chunk(ident.rewrite(ev.Data), ev.Ext)
+			werr = out.chunk(ev.Data, ev.Ext)
 			if !c.firstToken && werr == nil && out.committed() && chat.HasToken(ev.Data) {
 				c.tokenWritten()
 			}
