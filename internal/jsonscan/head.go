@@ -13,8 +13,15 @@ type Head struct{ b []byte }
 
 // Learn keeps data[:end] as the head. end is where the key of a member
 // of the object data starts (Walker.MemberStart): the bytes before it are
-// the object's opening and whole members, each with its comma.
-func (h *Head) Learn(data []byte, end int) { h.b = append(h.b[:0], data[:end]...) }
+// the object's opening and whole members, each with its comma. A head of
+// no member is none (what follows an opening brace may close it).
+func (h *Head) Learn(data []byte, end int) {
+	if bytes.IndexByte(data[:end], ':') < 0 {
+		h.Forget()
+		return
+	}
+	h.b = append(h.b[:0], data[:end]...)
+}
 
 // Forget empties the head.
 func (h *Head) Forget() { h.b = h.b[:0] }
