@@ -190,15 +190,7 @@ func New(cfg Config, opts Options) (*Handler, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	red := opts.Redactor
-	if red == nil {
-		red = redact.New(cfg.secrets()...)
-	}
-	log := opts.Logger
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
-	log = slog.New(throttledLog(redact.Handler(log.Handler(), red), storeLogEvery, time.Now))
+	red, log := newLogger(cfg, opts)
 	tr := opts.Transport
 	if tr == nil {
 		tr = NewTransport(cfg.Timeouts)
@@ -246,6 +238,21 @@ func New(cfg Config, opts Options) (*Handler, error) {
 	}
 	h.engine = h.routes()
 	return h, nil
+}
+
+// newLogger returns the redactor of every log line and error body
+// (opts.Redactor, else one of cfg's secrets) and the handler's logger
+// (opts.Logger, else none) that redacts and throttles its lines.
+func newLogger(cfg Config, opts Options) (*redact.Redactor, *slog.Logger) {
+	red := opts.Redactor
+	if red == nil {
+		red = redact.New(cfg.secrets()...)
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return red, slog.New(throttledLog(redact.Handler(log.Handler(), red), storeLogEvery, time.Now))
 }
 
 // ownDefaults gives h what opts left unset: metrics on a private

@@ -29,9 +29,6 @@ func (h *Head) Forget() { h.b = h.b[:0] }
 // Len returns the head's length; 0 when none was learned.
 func (h *Head) Len() int { return len(h.b) }
 
-// Bytes returns the head, valid until the next Learn.
-func (h *Head) Bytes() []byte { return h.b }
-
 // Of returns the head's length when data starts with the head, else 0.
 func (h *Head) Of(data []byte) int {
 	if len(h.b) > 0 && bytes.HasPrefix(data, h.b) {
