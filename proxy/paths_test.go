@@ -296,3 +296,4 @@ func TestRateLimitsPassThrough(t *testing.T) {
 		t.Errorf("upstream requests = %d, want 2", n)
 	}
 }
+
