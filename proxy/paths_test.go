@@ -296,4 +296,3 @@ func TestRateLimitsPassThrough(t *testing.T) {
 		t.Errorf("upstream requests = %d, want 2", n)
 	}
 }
-
