@@ -52,7 +52,9 @@ func BenchmarkStandardSmall(b *testing.B) {
 	}
 	serve()
 	b.ReportAllocs()
+	cpu0 := cpuTime(b)
 	for b.Loop() {
 		serve()
 	}
+	b.ReportMetric(float64((cpuTime(b)-cpu0).Nanoseconds())/1e3/float64(b.N), "cpu-µs/req")
 }

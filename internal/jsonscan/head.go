@@ -40,70 +40,59 @@ func (h *Head) Of(data []byte) int {
 // MayName reports whether b, the rest of an object after a head, may hold
 // a key that encoding/json reads as one of names (lower-case ASCII
 // letters, digits and underscores): a string spelling one in any case, or
-// an escape that could spell one of its letters (an escaped ASCII
+// an escape that could spell one of its characters (an escaped ASCII
 // character, the Kelvin sign, the long s). A head's caller that finds
 // none knows the rest does not give those members again, without a walk.
-// It searches for each name's last letter and a closing quote, a search
-// the runtime vectorises; it may say yes where there is none (inside a
-// string value, or deeper in the object), never no where there is one.
+// It looks only at the strings that end in a name's last letter (or a
+// character that may fold to one), found with a search the runtime
+// vectorises, and allocates nothing; it may say yes where there is none
+// (inside a string value, or deeper in the object), never no where there
+// is one.
 func MayName(b []byte, names ...string) bool {
 	if mayEscape(b) {
 		return true
 	}
-	for _, name := range names {
-		last := name[len(name)-1]
-		ends := []string{string(last) + `"`}
-		if upper := last &^ 0x20; last >= 'a' && last <= 'z' {
-			ends = append(ends, string(upper)+`"`)
+	for q := 0; ; q++ {
+		j := bytes.IndexByte(b[q:], '"')
+		if j < 0 {
+			return false
 		}
-		switch last {
-		case 'k':
-			ends = append(ends, "\u212a\"") // the Kelvin sign folds to k
-		case 's':
-			ends = append(ends, "\u017f\"") // the long s folds to s
+		if q += j; q == 0 {
+			continue
 		}
-		for _, end := range ends {
-			if spells(b, end, name) {
+		c := b[q-1]
+		for _, name := range names {
+			last := name[len(name)-1]
+			if c != last && c < 0x80 && (c|0x20 != last || last < 'a' || last > 'z') {
+				continue
+			}
+			open := bytes.LastIndexByte(b[:q-1], '"')
+			if open >= 0 && KeyIs(b[open+1:q], false, name) {
 				return true
 			}
 		}
 	}
-	return false
-}
-
-// spells reports whether a string of b that ends with end (a name's last
-// letter and the closing quote) reads as name.
-func spells(b []byte, end, name string) bool {
-	for k := 0; ; {
-		j := bytes.Index(b[k:], []byte(end))
-		if j < 0 {
-			return false
-		}
-		close := k + j + len(end) - 1
-		open := bytes.LastIndexByte(b[:close], '"')
-		if open >= 0 && KeyIs(b[open+1:close], false, name) {
-			return true
-		}
-		k += j + 1
-	}
 }
 
 // mayEscape reports whether b holds a \u escape that could spell an
-// ASCII letter, digit or underscore, or a character that folds to one.
+// ASCII letter, digit or underscore, or a character that folds to one:
+// \u003x to \u007x, \u212a (Kelvin), \u017f (long s).
 func mayEscape(b []byte) bool {
-	for k := 0; ; {
+	for k := 0; ; k++ {
 		j := bytes.Index(b[k:], []byte(`\u`))
 		if j < 0 {
 			return false
 		}
-		j += k
-		if j+6 > len(b) {
+		k += j
+		if k+6 > len(b) {
 			return true // cut short: say yes
 		}
-		switch hex := string(bytes.ToLower(b[j+2 : j+6])); {
-		case hex[:2] == "00" && hex[2] >= '3' && hex[2] <= '7', hex == "212a", hex == "017f":
+		h := b[k+2 : k+6]
+		switch {
+		case h[0] == '0' && h[1] == '0' && h[2] >= '3' && h[2] <= '7',
+			h[0] == '2' && h[1] == '1' && h[2] == '2' && h[3]|0x20 == 'a',
+			h[0] == '0' && h[1] == '1' && h[2] == '7' && h[3]|0x20 == 'f':
 			return true
 		}
-		k = j + 1
 	}
 }
