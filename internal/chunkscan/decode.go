@@ -47,30 +47,28 @@ type gatewayView struct {
 	UsageEstimated bool `json:"usage_estimated"`
 }
 
+func (c choiceView) parts() (messageView, finishView)       { return c.Delta, c.finishView }
+func (c completionChoice) parts() (messageView, finishView) { return c.Message, c.finishView }
+
 // Decode reads the fields of a chunk with encoding/json: the way for the
 // chunks a Scanner leaves, and the reference it is fuzzed against.
-func Decode(data []byte) (Fields, error) {
-	var c view[choiceView]
+func Decode(data []byte) (Fields, error) { return decode[choiceView](data) }
+
+// DecodeCompletion reads the same fields of a chat.completion, the first
+// choice's message in the place of a chunk's delta.
+func DecodeCompletion(body []byte) (Fields, error) { return decode[completionChoice](body) }
+
+func decode[C interface {
+	parts() (messageView, finishView)
+}](data []byte) (Fields, error) {
+	var c view[C]
 	if err := json.Unmarshal(data, &c); err != nil {
 		return Fields{}, err
 	}
 	f := c.fields()
 	if len(c.Choices) > 0 {
-		f.message(&c.Choices[0].Delta, &c.Choices[0].finishView)
-	}
-	return f, nil
-}
-
-// DecodeCompletion reads the same fields of a chat.completion, the first
-// choice's message in the place of a chunk's delta.
-func DecodeCompletion(body []byte) (Fields, error) {
-	var c view[completionChoice]
-	if err := json.Unmarshal(body, &c); err != nil {
-		return Fields{}, err
-	}
-	f := c.fields()
-	if len(c.Choices) > 0 {
-		f.message(&c.Choices[0].Message, &c.Choices[0].finishView)
+		m, fin := c.Choices[0].parts()
+		f.message(&m, &fin)
 	}
 	return f, nil
 }
