@@ -51,7 +51,7 @@ func FuzzJudge(f *testing.F) {
 		if r.Valid && Judge(r.JSON).Repaired {
 			t.Fatalf("repaired JSON %q needs repair again", r.JSON)
 		}
-		Notice(r, "")
+		Default().Notice(r, "")
 		// With no end delimiter in the body, Parse finds exactly this envelope.
 		if !strings.Contains(body, EndDelimiter) {
 			if p := Parse(StartDelimiter + body + EndDelimiter); !cmp.Equal(r, p) {

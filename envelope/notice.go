@@ -5,9 +5,6 @@ import (
 	"strings"
 )
 
-// Notice words the re-ask against the seed's phases; see Set.Notice.
-func Notice(r Result, want Phase) string { return Default().Notice(r, want) }
-
 // Notice words the re-ask for the model after a response whose envelope
 // was missing or invalid: what was wrong (r.Errors), then the seed's
 // stricter prompt, the exact format with the fields the phase requires.

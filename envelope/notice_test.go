@@ -26,7 +26,7 @@ func TestNotice(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := Notice(tt.r, tt.want)
+			got := Default().Notice(tt.r, tt.want)
 			for _, c := range append(tt.contains, StartDelimiter+"\n", EndDelimiter+"\n",
 				"no trailing commas, no code fences") {
 				if !strings.Contains(got, c) {
@@ -38,7 +38,7 @@ func TestNotice(t *testing.T) {
 }
 
 func TestNoticeValid(t *testing.T) {
-	if got := Notice(Judge(validBody), ""); got != "" {
+	if got := Default().Notice(Judge(validBody), ""); got != "" {
 		t.Errorf("Notice of a valid result = %q, want empty", got)
 	}
 }

@@ -10,6 +10,8 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+
+	"github.com/phasegate/phasegate/internal/chunkscan"
 )
 
 // StopReason is why a message ended, as the Messages API spells it.
@@ -161,36 +163,13 @@ func appendMessageTail(dst []byte, reason StopReason, seq []byte, u usage) []byt
 	return append(u.appendJSON(dst), '}')
 }
 
-// completionView is what the translation reads of a chat.completion.
-// Strings stay raw, with their quotes.
-type completionView struct {
-	ID      json.RawMessage `json:"id"`
-	Choices []struct {
-		Message struct {
-			Content          json.RawMessage `json:"content"`
-			ReasoningContent json.RawMessage `json:"reasoning_content"`
-			ToolCalls        []struct {
-				ID       json.RawMessage `json:"id"`
-				Function struct {
-					Name      json.RawMessage `json:"name"`
-					Arguments json.RawMessage `json:"arguments"`
-				} `json:"function"`
-			} `json:"tool_calls"`
-		} `json:"message"`
-		FinishReason json.RawMessage `json:"finish_reason"`
-		StopReason   json.RawMessage `json:"stop_reason"`
-		MatchedStop  json.RawMessage `json:"matched_stop"`
-	} `json:"choices"`
-	Usage json.RawMessage `json:"usage"`
-}
-
 // FromCompletion translates the body of one chat.completion into the
 // message object that answers r: a thinking block from its
 // reasoning_content, a text block from its content, a tool_use block
 // for each tool call, in that order, as Stream makes them.
 func FromCompletion(r Reply, body []byte) ([]byte, error) {
-	var c completionView
-	if err := json.Unmarshal(body, &c); err != nil {
+	c, err := chunkscan.DecodeCompletion(body)
+	if err != nil {
 		return nil, fmt.Errorf("decode chat completion: %w", err)
 	}
 	id := messageID(c.ID)
@@ -199,36 +178,28 @@ func FromCompletion(r Reply, body []byte) ([]byte, error) {
 		u = usage{input: r.InputTokens}
 	}
 	dst := appendMessageHead(make([]byte, 0, len(body)+256), id, r.Model)
-	if len(c.Choices) == 0 {
-		return appendMessageTail(dst, StopEndTurn, nil, u), nil
-	}
-	ch := &c.Choices[0]
 	n := 0
-	if t := inner(ch.Message.ReasoningContent); t != nil {
+	if t := inner(c.Reasoning); t != nil {
 		dst = appendThinkingBlock(dst, t, signature(id, n))
 		n++
 	}
-	if t := inner(ch.Message.Content); t != nil {
+	if t := inner(c.Content); t != nil {
 		dst = append(append(append(comma(dst, n), `{"type":"text","text":"`...), t...), `"}`...)
 		n++
 	}
-	for _, tc := range ch.Message.ToolCalls {
+	for _, tc := range c.Calls {
 		callID := tc.ID
 		if r.taken(callID) {
 			callID = toolUseID(id, n)
 		}
-		dst = appendToolUseHead(comma(dst, n), callID, tc.Function.Name)
-		dst = append(append(dst, `,"input":`...), input(tc.Function.Arguments)...)
+		dst = appendToolUseHead(comma(dst, n), callID, tc.Name)
+		dst = append(append(dst, `,"input":`...), input(tc.Arguments)...)
 		dst = append(dst, '}')
 		n++
 	}
 	var finish string
-	_ = json.Unmarshal(ch.FinishReason, &finish)
-	seq := ch.StopReason
-	if seq == nil {
-		seq = ch.MatchedStop
-	}
-	reason, seq := stopReason(finish, seq, r.StopSequences, len(ch.Message.ToolCalls) > 0)
+	_ = json.Unmarshal(c.Finish, &finish)
+	reason, seq := stopReason(finish, c.StopReason, r.StopSequences, len(c.Calls) > 0)
 	return appendMessageTail(dst, reason, seq, u), nil
 }
 

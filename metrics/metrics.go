@@ -198,10 +198,8 @@ func New(reg prometheus.Registerer, providers []string, models ...string) *Metri
 			Buckets: OverheadBuckets}, []string{"door", "protocol", "provider"}),
 		modelTokens: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "phasegate_model_tokens_total",
 			Help: "Tokens in (prompt) and out (completion) of upstream calls, reported or estimated, by configured model name (other: any other)."}, []string{"model", "kind"}),
-		envelopes: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "phasegate_envelopes_total",
-			Help: "Orchestrator envelopes judged, by phase and outcome (valid, repaired, retried, fallback, invalid, missing)."}, []string{"phase", "outcome"}),
-		observed: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "phasegate_observed_tool_calls_total",
-			Help: "Tool calls the client executed under GUARD_MODE=observe, by the verdict the guard would have given them (forward: it would have let them through); each was forwarded unchanged."}, []string{"verdict"}),
+		envelopes:     newEnvelopes(),
+		observed:      newObserved(),
 		degenerate:    newDegenerate(),
 		models:        slices.Clone(models),
 		shared:        newSharedMetrics(),
@@ -213,6 +211,16 @@ func New(reg prometheus.Registerer, providers []string, models ...string) *Metri
 	m.register(reg)
 	m.zero(providers, models)
 	return m
+}
+
+func newEnvelopes() *prometheus.CounterVec {
+	return prometheus.NewCounterVec(prometheus.CounterOpts{Name: "phasegate_envelopes_total",
+		Help: "Orchestrator envelopes judged, by phase and outcome (valid, repaired, retried, fallback, invalid, missing)."}, []string{"phase", "outcome"})
+}
+
+func newObserved() *prometheus.CounterVec {
+	return prometheus.NewCounterVec(prometheus.CounterOpts{Name: "phasegate_observed_tool_calls_total",
+		Help: "Tool calls the client executed under GUARD_MODE=observe, by the verdict the guard would have given them (forward: it would have let them through); each was forwarded unchanged."}, []string{"verdict"})
 }
 
 func newRulesNotices() prometheus.Counter {

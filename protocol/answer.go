@@ -787,9 +787,7 @@ type keys struct {
 // inside a string; the proxy's finish detectors read them the same way.
 func scanKeys(data []byte) keys {
 	var k keys
-	for v := jsonscan.FindKey(data, "finish_reason", 0); v >= 0 && !k.finish; v = jsonscan.FindKey(data, "finish_reason", v) {
-		k.finish = v < len(data) && data[v] == '"'
-	}
+	k.finish = jsonscan.HasString(data, "finish_reason")
 	k.usage = jsonscan.FindKey(data, "usage", 0) >= 0
 	k.error = jsonscan.FindKey(data, "error", 0) >= 0
 	return k

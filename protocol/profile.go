@@ -28,9 +28,6 @@ const (
 // other rules miss still ends.
 const DefaultAgentMaxPhaseCycles = 60
 
-// Profiles returns the profiles, strictest first.
-func Profiles() []Profile { return []Profile{ProfileStrict, ProfileAgent} }
-
 // ParseProfile reads a profile's name; "" is not one.
 func ParseProfile(s string) (Profile, error) {
 	switch p := Profile(s); p {
@@ -59,12 +56,3 @@ const (
 	// forwarded; any other is a duplicate (tools.Policy.ResultDuplicates).
 	DuplicatesResults Duplicates = "results"
 )
-
-// ParseDuplicates reads a duplicate rule's name; "" is not one.
-func ParseDuplicates(s string) (Duplicates, error) {
-	switch d := Duplicates(s); d {
-	case DuplicatesExact, DuplicatesResults:
-		return d, nil
-	}
-	return "", fmt.Errorf("must be %s or %s, got %q", DuplicatesExact, DuplicatesResults, s)
-}

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/phasegate/phasegate/chat"
 	"github.com/phasegate/phasegate/deepseek"
@@ -942,11 +943,18 @@ func (r *guardRun) writeDelta(d chat.OutDelta) error {
 
 func (r *guardRun) writeChunk(c chat.OutChunk) error {
 	if c.ID == "" {
+		// The guard writes before any upstream chunk: it mints the
+		// response's identity, once, for every chunk it writes.
 		c.ID = "chatcmpl-" + newCallID()[5:]
-		r.header.ID = c.ID // one id for every chunk the guard writes
+		r.header.ID = c.ID
+	}
+	if c.Created == 0 {
+		c.Created = time.Now().Unix()
+		r.header.Created = c.Created
 	}
 	if c.Model == "" {
 		c.Model = r.x.Request.Model
+		r.header.Model = c.Model
 	}
 	b, err := json.Marshal(c)
 	if err != nil {

@@ -223,9 +223,12 @@ func upstreamAuth(h http.Header, p *Provider) {
 // allowed returns the headers of in named in list (canonical names; an
 // entry ending in "-" is a prefix), those named in Connection excepted.
 func allowed(in http.Header, list []string) http.Header {
-	hop := map[string]bool{}
+	var hop map[string]bool // most requests name none
 	for _, f := range in.Values("Connection") {
 		for _, name := range strings.Split(f, ",") {
+			if hop == nil {
+				hop = map[string]bool{}
+			}
 			hop[http.CanonicalHeaderKey(strings.TrimSpace(name))] = true
 		}
 	}

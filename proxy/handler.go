@@ -190,15 +190,7 @@ func New(cfg Config, opts Options) (*Handler, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	red := opts.Redactor
-	if red == nil {
-		red = redact.New(cfg.secrets()...)
-	}
-	log := opts.Logger
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
-	log = slog.New(throttledLog(redact.Handler(log.Handler(), red), storeLogEvery, time.Now))
+	red, log := newLogger(cfg, opts)
 	tr := opts.Transport
 	if tr == nil {
 		tr = NewTransport(cfg.Timeouts)
@@ -246,6 +238,21 @@ func New(cfg Config, opts Options) (*Handler, error) {
 	}
 	h.engine = h.routes()
 	return h, nil
+}
+
+// newLogger returns the redactor of every log line and error body
+// (opts.Redactor, else one of cfg's secrets) and the handler's logger
+// (opts.Logger, else none) that redacts and throttles its lines.
+func newLogger(cfg Config, opts Options) (*redact.Redactor, *slog.Logger) {
+	red := opts.Redactor
+	if red == nil {
+		red = redact.New(cfg.secrets()...)
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return red, slog.New(throttledLog(redact.Handler(log.Handler(), red), storeLogEvery, time.Now))
 }
 
 // ownDefaults gives h what opts left unset: metrics on a private
@@ -818,6 +825,7 @@ func (c *chatRequest) pump(ctx context.Context, strategy protocol.Strategy, out 
 	// A whole answer takes its id, created time and model from its first
 	// chunk alone: the others need none.
 	ids.firstOnly = !c.x.Request.Stream
+	identify(out, ids.ident)
 	for ev, err := range strategy.Run(ctx, c.x) {
 		if err != nil {
 			return 0, err
@@ -829,7 +837,8 @@ func (c *chatRequest) pump(ctx context.Context, strategy protocol.Strategy, out 
 		case protocol.KindChunk:
 			rec.chunk(ev.Data)
 			c.trace.written(ev.Data)
-			werr = out.chunk(ids.rewrite(ev, c.door.identity, c.x.Request.Model), ev.Ext)
+			ids.next(out, ev, c.door.identity, c.x.Request.Model)
+			werr = out.chunk(ev.Data, ev.Ext)
 			if !c.firstToken && werr == nil && out.committed() && chat.HasToken(ev.Data) {
 				c.tokenWritten()
 			}
@@ -876,21 +885,28 @@ type chunkIdentity struct {
 	firstOnly bool
 }
 
-func (c *chunkIdentity) rewrite(ev protocol.Event, door bool, model string) []byte {
+// next readies out to write the chunk of ev with the response's identity:
+// it stops giving one after the first chunk of a whole answer, and mints
+// one, taught by the first chunk written, for an answer asked again.
+func (c *chunkIdentity) next(out sink, ev protocol.Event, door bool, model string) {
 	first := !c.opened && !c.said
 	c.opened = c.opened || ev.Opening
 	c.said = c.said || !ev.Opening
 	if c.firstOnly && !first {
-		return ev.Data
+		if c.ident != nil {
+			c.ident = nil
+			identify(out, nil)
+		}
+		return
 	}
 	if c.ident == nil && ev.Again && door && c.first != nil {
 		c.ident = newIdentity(model)
-		c.ident.rewrite(c.first)
+		c.ident.appendChunk(nil, c.first, nil) // learns the first chunk's identity
+		identify(out, c.ident)
 	}
 	if c.ident == nil && c.first == nil {
 		c.first = ev.Data
 	}
-	return c.ident.rewrite(ev.Data)
 }
 
 // estimate is the prompt's token count for the rate limits: the fitted

@@ -46,7 +46,7 @@ func TestIdentityRewrite(t *testing.T) {
 			id := newIdentity("asked")
 			id.now = at
 			for k, in := range tc.in {
-				if got := string(id.rewrite([]byte(in))); got != tc.want[k] {
+				if got := string(id.appendChunk(nil, []byte(in), nil)); got != tc.want[k] {
 					t.Errorf("chunk %d:\n got %s\nwant %s", k, got, tc.want[k])
 				}
 			}
@@ -62,6 +62,7 @@ func BenchmarkIdentityRewrite(b *testing.B) {
 	first := []byte(`{"id":"chatcmpl-AAAAAAAAAAAAAAAAAAAAAAAAAA","object":"chat.completion.chunk","created":1767225600,"model":"deepseek-chat","system_fingerprint":"fp_x","choices":[{"index":0,"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}]}`)
 	same := []byte(`{"id":"chatcmpl-AAAAAAAAAAAAAAAAAAAAAAAAAA","object":"chat.completion.chunk","created":1767225600,"model":"deepseek-chat","system_fingerprint":"fp_x","choices":[{"index":0,"delta":{"content":" the next few words of the answer"},"logprobs":null,"finish_reason":null}]}`)
 	other := []byte(`{"id":"chatcmpl-BBBBBBBBBBBBBBBBBBBBBBBBBB","object":"chat.completion.chunk","created":1767225611,"model":"deepseek-chat","system_fingerprint":"fp_x","choices":[{"index":0,"delta":{"content":" the next few words of the answer"},"logprobs":null,"finish_reason":null}]}`)
+	ext := []byte(`{"phase":"action_phase","request_id":"r","phase_index":0,"cycle_index":0}`)
 	for _, bc := range []struct {
 		name string
 		data []byte
@@ -69,14 +70,14 @@ func BenchmarkIdentityRewrite(b *testing.B) {
 	}{{"kept", same, false}, {"rewritten", other, false}, {"scanned", other, true}} {
 		b.Run(bc.name, func(b *testing.B) {
 			id := newIdentity("deepseek-chat")
-			id.rewrite(first)
+			dst := id.appendChunk(nil, first, ext)
 			b.ReportAllocs()
 			b.SetBytes(int64(len(bc.data)))
 			for b.Loop() {
 				if bc.scan {
-					id.from = nil // the first chunk of an answer: its head is new
+					id.head.Forget() // the first chunk of an answer: its head is new
 				}
-				id.rewrite(bc.data)
+				dst = id.appendChunk(dst[:0], bc.data, ext)
 			}
 		})
 	}

@@ -58,11 +58,47 @@ func admitted(w http.ResponseWriter, r *http.Request, limit int64, doors map[str
 // judge the path the upstream will act on, and the upstream is sent that
 // path. A path with an encoded slash or a backslash is refused (false).
 func normalPath(u *url.URL) (string, bool) {
-	raw := strings.ToLower(u.EscapedPath())
-	if strings.Contains(raw, "%2f") || strings.Contains(raw, "%5c") || strings.Contains(u.Path, `\`) {
+	if raw := u.EscapedPath(); strings.IndexByte(raw, '%') >= 0 {
+		raw = strings.ToLower(raw)
+		if strings.Contains(raw, "%2f") || strings.Contains(raw, "%5c") {
+			return "", false
+		}
+	}
+	if strings.IndexByte(u.Path, '\\') >= 0 {
 		return "", false
 	}
+	if normal(u.Path) {
+		return u.Path, true // most paths: nothing to remove, nothing to build
+	}
 	return removeDotSegments(u.Path), true
+}
+
+// normal reports whether removeDotSegments would return p as it is: an
+// absolute path with no empty, "." or ".." segment but a last empty one.
+func normal(p string) bool {
+	if p == "" || p[0] != '/' {
+		return false
+	}
+	for i := 0; i < len(p); {
+		j := strings.IndexByte(p[i+1:], '/')
+		seg := p[i+1:]
+		if j >= 0 {
+			seg = p[i+1 : i+1+j]
+		}
+		switch {
+		case seg == "." || seg == "..":
+			return false
+		case seg == "" && j >= 0: // an empty segment before another
+			return false
+		case seg == "" && p == "/":
+			return true
+		}
+		if j < 0 {
+			return true
+		}
+		i += 1 + j
+	}
+	return true
 }
 
 // removeDotSegments resolves "." and ".." segments of an absolute path as

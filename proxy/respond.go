@@ -60,7 +60,23 @@ type streamSink struct {
 	// the in-band error of a stream that fails after it.
 	ext []byte
 	buf []byte // the event being written
+	// ident, when set, gives each chunk the response's identity.
+	ident *identity
 }
+
+// identified is a sink that writes each chunk with a response's identity,
+// in the pass that adds the gateway's extension: the chat door's.
+type identified interface{ identify(i *identity) }
+
+// identify has out write its chunks with i (nil: as they come), when it
+// is a sink that can.
+func identify(out sink, i *identity) {
+	if s, ok := out.(identified); ok {
+		s.identify(i)
+	}
+}
+
+func (s *streamSink) identify(i *identity) { s.ident = i }
 
 func (s *streamSink) header(h http.Header) { s.pending = h }
 
@@ -74,10 +90,8 @@ func (s *streamSink) chunk(data, ext []byte) error {
 	s.open()
 	if ext != nil {
 		s.ext = ext
-		s.buf = appendDataExt(s.buf[:0], data, ext)
-	} else {
-		s.buf = appendData(s.buf[:0], data)
 	}
+	s.buf = appendDataExt(s.buf[:0], data, ext, s.ident)
 	return s.ew.event(s.buf)
 }
 
@@ -99,11 +113,7 @@ func (s *streamSink) whole(status int, h http.Header, body []byte) error {
 
 func (s *streamSink) fail(e *chat.Error) {
 	s.open()
-	if s.ext != nil {
-		s.buf = appendDataExt(s.buf[:0], e.Body(), s.ext)
-	} else {
-		s.buf = appendData(s.buf[:0], e.Body())
-	}
+	s.buf = appendDataExt(s.buf[:0], e.Body(), s.ext, nil)
 	_ = s.ew.event(s.buf)
 	_ = s.ew.flush()
 }
@@ -150,13 +160,17 @@ type jsonSink struct {
 	// door shapes the error of a completion render cannot read; nil is
 	// OpenAI's.
 	door *door
-	buf  []byte // a chunk with its extension, reused: asm keeps no data
+	// ident, when set, gives each chunk the response's identity.
+	ident *identity
+	buf   []byte // a chunk with its identity and extension, reused: asm keeps no data
 }
+
+func (s *jsonSink) identify(i *identity) { s.ident = i }
 
 func (s *jsonSink) header(h http.Header) { s.pending = h }
 func (s *jsonSink) chunk(data, ext []byte) error {
-	if ext != nil {
-		s.buf = chat.AppendExtension(s.buf[:0], data, protocol.ExtensionKey, ext)
+	if ext != nil || s.ident != nil {
+		s.buf = s.ident.appendChunk(s.buf[:0], data, ext)
 		data = s.buf
 	}
 	if err := s.asm.Add(data); err != nil {
@@ -190,15 +204,19 @@ func (s *jsonSink) whole(status int, h http.Header, body []byte) error {
 	return writeRendered(s.w, status, h, body, s.render, s.door)
 }
 
-// appendDataExt appends the event whose data is the chunk data with ext
-// added as the protocol.ExtensionKey member, built in place. Chunk data is
+// appendDataExt appends the event whose data is the chunk data with the
+// response's identity i (nil: as it came) and ext, when set, added as the
+// protocol.ExtensionKey member, built in place in one pass. Chunk data is
 // one JSON line, as the guard only passes on decodable chunks.
-func appendDataExt(dst, data, ext []byte) []byte {
+func appendDataExt(dst, data, ext []byte, i *identity) []byte {
+	if ext == nil && i == nil {
+		return appendData(dst, data)
+	}
 	n := len(dst)
-	dst = append(dst, "data: "...)
-	dst = chat.AppendExtension(dst, data, protocol.ExtensionKey, ext)
+	dst = i.appendChunk(append(dst, "data: "...), data, ext)
 	if bytes.IndexByte(dst[n+6:], '\n') >= 0 {
-		return appendData(dst[:n], chat.WithExtension(data, protocol.ExtensionKey, ext))
+		line := bytes.Clone(dst[n+6:])
+		return appendData(dst[:n], line)
 	}
 	return append(dst, '\n', '\n')
 }

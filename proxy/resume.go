@@ -162,6 +162,8 @@ type resumable struct {
 	finished bool
 }
 
+func (s *resumable) identify(i *identity) { identify(s.sink, i) }
+
 func (s *resumable) chunk(data, ext []byte) error {
 	if s.first == nil {
 		s.first = bytes.Clone(data)
@@ -592,14 +594,7 @@ func (r *eventRecorder) append(ctx context.Context, batch []store.Event, end boo
 // hasFinish reports whether a chunk has a finish reason: a key
 // finish_reason, whitespace around its colon or not, whose value is a
 // string.
-func hasFinish(chunk []byte) bool {
-	for v := jsonscan.FindKey(chunk, "finish_reason", 0); v >= 0; v = jsonscan.FindKey(chunk, "finish_reason", v) {
-		if v < len(chunk) && chunk[v] == '"' {
-			return true
-		}
-	}
-	return false
-}
+func hasFinish(chunk []byte) bool { return jsonscan.HasString(chunk, "finish_reason") }
 
 // phaseIndex reads the phase_index of a chunk's phase metadata without
 // decoding it: the value of the last key of that name (the metadata comes

@@ -394,6 +394,8 @@ func (s *sessionRun) tallied(out sink, beforeDone func()) sink {
 	return s.tally
 }
 
+func (t *tallySink) identify(i *identity) { identify(t.sink, i) }
+
 func (t *tallySink) done() error {
 	t.beforeDone()
 	return t.sink.done()

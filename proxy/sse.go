@@ -47,13 +47,6 @@ func (s *sseWriter) start(upstream http.Header) {
 	s.w.WriteHeader(http.StatusOK)
 }
 
-// data writes one event whose data is b (see appendData).
-func (s *sseWriter) data(b []byte) error {
-	s.start(nil)
-	s.buf = appendData(s.buf, b)
-	return s.queued()
-}
-
 // appendData appends the event whose data is b. A newline in b starts
 // another data line of the same event, as the SSE format requires.
 func appendData(dst, b []byte) []byte {

@@ -257,3 +257,10 @@ func FuzzCommentTap(f *testing.F) {
 		}
 	})
 }
+
+// data writes one event whose data is b (see appendData).
+func (s *sseWriter) data(b []byte) error {
+	s.start(nil)
+	s.buf = appendData(s.buf, b)
+	return s.queued()
+}

@@ -187,15 +187,8 @@ func tracedEvents(events iter.Seq2[[]byte, error], t *requestTrace) iter.Seq2[[]
 // the string values of its finish_reason keys, spaced as the writer
 // pleased.
 func finishReasons(seen []string, data []byte) []string {
-	for v := jsonscan.FindKey(data, "finish_reason", 0); v >= 0; v = jsonscan.FindKey(data, "finish_reason", v) {
-		if v >= len(data) || data[v] != '"' {
-			continue
-		}
-		end := jsonscan.StringClose(data, v+1)
-		if end < 0 {
-			return seen
-		}
-		if r := data[v+1 : end]; len(r) <= 64 && !slices.Contains(seen, string(r)) {
+	for r := range jsonscan.StringValues(data, "finish_reason") {
+		if r != nil && len(r) <= 64 && !slices.Contains(seen, string(r)) {
 			seen = append(seen, string(r))
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"strconv"
 
 	"github.com/phasegate/phasegate/chat"
+	"github.com/phasegate/phasegate/internal/chunkscan"
 )
 
 // Stream translates one chat completion stream into the Responses event
@@ -25,9 +26,8 @@ type Stream struct {
 	calls  map[int]int
 	finish string
 	ended  bool
-	// head is what the chunks of the stream repeat before "choices" (see
-	// scanChunk).
-	head []byte
+	// scan reads the stream's chunks.
+	scan chunkscan.Scanner
 	// starts are the offsets in dst at which each event made since the
 	// last call to Events starts.
 	starts []int
@@ -92,17 +92,6 @@ func (s *Stream) Start(dst []byte) []byte {
 	return dst
 }
 
-// chunkView is a chat.completion.chunk as decodeChunk reads it.
-type chunkView struct {
-	Choices []struct {
-		Delta        messageView     `json:"delta"`
-		FinishReason json.RawMessage `json:"finish_reason"`
-	} `json:"choices"`
-	Usage     json.RawMessage `json:"usage"`
-	Phasegate *gatewayView    `json:"phasegate"`
-	Error     json.RawMessage `json:"error"`
-}
-
 // inner returns the contents of the JSON string raw (without its
 // quotes), or nil when raw is not a non-empty string.
 func inner(raw json.RawMessage) []byte {
@@ -118,38 +107,38 @@ func inner(raw json.RawMessage) []byte {
 // writes; its usage_estimated marks the usage). An in-band error (data
 // holding "error") ends the stream as Fail does.
 func (s *Stream) Chunk(dst, data, ext []byte) ([]byte, error) {
-	c, err := scanChunk(data, &s.head)
+	c, err := s.scan.Read(data)
 	if err != nil {
 		return dst, fmt.Errorf("decode chunk: %w", err)
 	}
-	if len(c.err) > 0 && !isNull(c.err) {
+	if len(c.Error) > 0 && !isNull(c.Error) {
 		var e chat.Error
-		if err := json.Unmarshal(c.err, &e); err != nil {
+		if err := json.Unmarshal(c.Error, &e); err != nil {
 			return dst, fmt.Errorf("decode chunk error: %w", err)
 		}
 		return s.Fail(dst, &e), nil
 	}
-	if t := inner(c.reasoning); t != nil {
+	if t := inner(c.Reasoning); t != nil {
 		dst = s.text(dst, TypeReasoning, t)
 	}
-	if t := inner(c.content); t != nil {
+	if t := inner(c.Content); t != nil {
 		dst = s.text(dst, TypeMessage, t)
 	}
-	for _, tc := range c.calls {
-		dst = s.call(dst, tc.index, quoted(tc.id), quoted(tc.name), inner(tc.args))
+	for _, tc := range c.Calls {
+		dst = s.call(dst, tc.Index, quoted(tc.ID), quoted(tc.Name), inner(tc.Arguments))
 	}
-	if len(c.finish) > 0 && !isNull(c.finish) {
-		if err := json.Unmarshal(c.finish, &s.finish); err != nil {
+	if len(c.Finish) > 0 && !isNull(c.Finish) {
+		if err := json.Unmarshal(c.Finish, &s.finish); err != nil {
 			return dst, fmt.Errorf("decode finish_reason: %w", err)
 		}
 	}
-	if len(c.usage) > 0 && !isNull(c.usage) {
+	if len(c.Usage) > 0 && !isNull(c.Usage) {
 		if ext != nil { // read only where it tells: beside a usage
-			if c.estimated, err = extensionEstimated(ext, c.estimated); err != nil {
+			if c.Estimated, err = chunkscan.Extension(ext, c.Estimated); err != nil {
 				return dst, fmt.Errorf("decode chunk extension: %w", err)
 			}
 		}
-		s.r.setUsage(c.usage, c.estimated)
+		s.r.setUsage(c.Usage, c.Estimated)
 	}
 	return dst, nil
 }

@@ -3,7 +3,6 @@ package sim
 import (
 	"fmt"
 	"hash/fnv"
-	"regexp"
 	"strings"
 
 	"github.com/phasegate/phasegate/chat"
@@ -83,13 +82,6 @@ func CosmeticVariant(k int) string {
 	gap := 1 + k%2 + 2*(k/(2*n))
 	return strings.Replace(form, "echo ", "echo"+strings.Repeat(" ", gap), 1)
 }
-
-// IsCosmeticVariant reports whether command is one of CosmeticVariant's.
-func IsCosmeticVariant(command string) bool {
-	return cosmeticRE.MatchString(command)
-}
-
-var cosmeticRE = regexp.MustCompile(`^echo +("done"|'done'|done)( # check)?;?$`)
 
 // agentDecide plays the agent model req names.
 func agentDecide(req *chat.Request) turn {

@@ -290,10 +290,3 @@ func (m *MemoryStreams) Cancel(_ context.Context, id string) error {
 	s.changed = make(chan struct{})
 	return nil
 }
-
-// heldBytes is the bytes of events held, for tests.
-func (m *MemoryStreams) heldBytes() int64 {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.bytes
-}

@@ -148,3 +148,10 @@ func TestMemoryStreamsBound(t *testing.T) {
 		t.Errorf("append past the bound, every stream running = %v, want ErrFull", err)
 	}
 }
+
+// heldBytes is the bytes of events held, for tests.
+func (m *MemoryStreams) heldBytes() int64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.bytes
+}

@@ -3,7 +3,6 @@ package store
 import (
 	"context"
 	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -94,16 +93,4 @@ func (m *Reasoning) Recall(ctx context.Context, callIDs []string) (map[string]st
 		}
 	}
 	return found, nil
-}
-
-// reasoningBytes is the total the memory holds, for tests.
-func (m *Reasoning) reasoningBytes(ctx context.Context) (int64, error) {
-	s, err := m.r.c.Get(ctx, reasoningKeys.total).Result()
-	if err == redis.Nil {
-		return 0, nil
-	}
-	if err != nil {
-		return 0, err
-	}
-	return strconv.ParseInt(s, 10, 64)
 }

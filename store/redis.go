@@ -40,7 +40,7 @@ type Redis struct {
 }
 
 // DefaultFollowers is how many resumes one replica follows live at once
-// (a Redis connection each) unless OpenRedisFollowers says otherwise.
+// (a Redis connection each) unless RedisOptions.Followers says otherwise.
 const DefaultFollowers = 256
 
 // Defaults of RedisOptions.
@@ -77,12 +77,6 @@ type RedisOptions struct {
 // or rediss:// for TLS). A Redis that does not answer yet is not an
 // error: the features that use it degrade until it does.
 func OpenRedis(url string) (*Redis, error) { return OpenRedisWith(url, RedisOptions{}) }
-
-// OpenRedisFollowers is OpenRedis with at most followers resumes followed
-// live at once.
-func OpenRedisFollowers(url string, followers int) (*Redis, error) {
-	return OpenRedisWith(url, RedisOptions{Followers: followers})
-}
 
 // OpenRedisWith is OpenRedis with the bounds of o.
 func OpenRedisWith(url string, o RedisOptions) (*Redis, error) {

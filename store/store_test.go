@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"go.uber.org/goleak"
 
 	"github.com/phasegate/phasegate/internal/redistest"
@@ -337,4 +339,16 @@ func TestStreamsFail(t *testing.T) {
 			}
 		})
 	}
+}
+
+// reasoningBytes is the total the memory holds, for tests.
+func (m *Reasoning) reasoningBytes(ctx context.Context) (int64, error) {
+	s, err := m.r.c.Get(ctx, reasoningKeys.total).Result()
+	if err == redis.Nil {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	return strconv.ParseInt(s, 10, 64)
 }

@@ -52,8 +52,6 @@ func (c *cache) put(k cacheKey, tokens int) {
 	c.counts.Put(k, int32(tokens))
 }
 
-func (c *cache) len() int { return c.counts.Len() }
-
 // shortenedShare: a quarter of Config.CacheBytes holds shortened tool
 // results, the rest counts.
 const shortenedShare = 4

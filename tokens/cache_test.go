@@ -125,3 +125,6 @@ func mustJSON(tb testing.TB, v any) []byte {
 	}
 	return b
 }
+
+// len is how many counts the cache holds.
+func (c *cache) len() int { return c.counts.Len() }

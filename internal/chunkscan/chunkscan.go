@@ -5,20 +5,22 @@
 // bytes once with jsonscan.Walker; what the walk cannot read as
 // encoding/json would (a key with an escape, a known key spelt in another
 // case, a member given twice) it leaves to encoding/json, so a Scanner
-// and Decode always agree on what they both read. Its fuzz tests compare
-// the two.
+// and Decode always agree on what they both read. Its fuzz test compares
+// the two. Every door that translates chunks reads them here.
 package chunkscan
 
 import (
 	"bytes"
 	"strconv"
+	"unicode/utf8"
 
 	"github.com/phasegate/phasegate/internal/jsonscan"
 )
 
-// Fields is what a door reads of one chunk. Every []byte is a raw JSON
-// value as the chunk wrote it (a string with its quotes), nil when the
-// chunk does not hold it.
+// Fields is what a door reads of one chunk (or, from DecodeCompletion, of
+// one chat.completion). Every []byte is a raw JSON value as the chunk
+// wrote it (a string with its quotes), nil when the chunk does not hold
+// it.
 type Fields struct {
 	// ID is the chunk's id.
 	ID []byte
@@ -46,11 +48,11 @@ type Call struct {
 
 // Scanner reads the chunks of one stream. Chunks of one stream repeat
 // the members before "choices" (id, object, created, model): the first
-// chunk teaches them, and a later chunk that starts with the same bytes
-// is read from "choices" on. Its zero value is ready; it is not safe for
-// concurrent use.
+// chunk teaches them (a jsonscan.Head), and a later chunk that starts
+// with the same bytes is read from "choices" on. Its zero value is ready;
+// it is not safe for concurrent use.
 type Scanner struct {
-	head []byte
+	head jsonscan.Head
 	id   []byte
 }
 
@@ -59,18 +61,18 @@ type Scanner struct {
 func (sc *Scanner) Read(data []byte) (Fields, error) {
 	var f Fields
 	s := &walk{Walker: jsonscan.Walk(data)}
-	learn := len(sc.head) == 0
+	learn := sc.head.Len() == 0
 	member := func(key []byte) {
 		switch string(key) {
 		case "choices":
 			if learn && !s.leaves() {
-				sc.head = bytes.Clone(data[:s.MemberStart()])
+				sc.head.Learn(data, s.MemberStart())
 				sc.id = bytes.Clone(f.ID)
 			}
 			f.choices(s)
-			learn = false
 		case "id":
 			f.ID = s.Value()
+			return // the head keeps it
 		case "usage":
 			f.Usage = s.Value()
 		case "error":
@@ -79,11 +81,13 @@ func (sc *Scanner) Read(data []byte) (Fields, error) {
 			f.phasegate(s)
 		default:
 			s.skip(key, "choices", "id", "usage", "error", "phasegate")
+			return
 		}
+		learn = false // a head holds no member a chunk is read for
 	}
-	if len(sc.head) > 0 && bytes.HasPrefix(data, sc.head) {
+	if n := sc.head.Of(data); n > 0 {
 		f.ID = sc.id
-		s.Members(len(sc.head), member)
+		s.Members(n, member)
 	} else {
 		s.Object(member)
 	}
@@ -110,6 +114,13 @@ func (s *walk) leaves() bool { return s.slow || s.EscapedKey() }
 // another case is left to it.
 func (s *walk) skip(key []byte, known ...string) {
 	for _, k := range known {
+		// A key whose first byte is ASCII and not k's first letter in
+		// either case is not k in any case; any other is compared whole
+		// (a non-ASCII byte may fold to an ASCII letter, as the long s
+		// folds to s).
+		if len(key) == 0 || key[0] < utf8.RuneSelf && key[0]|0x20 != k[0] {
+			continue
+		}
 		if bytes.EqualFold(key, []byte(k)) {
 			s.slow = true
 		}
@@ -205,10 +216,28 @@ func (f *Fields) phasegate(s *walk) {
 			s.skip(key, "usage_estimated")
 			return
 		}
-		v := s.Value()
-		if string(v) != "true" && string(v) != "false" && string(v) != "null" {
+		// null leaves the value as it was, as encoding/json does.
+		switch v := s.Value(); string(v) {
+		case "true", "false":
+			f.Estimated = string(v) == "true"
+		case "null":
+		default:
 			s.slow = true
 		}
-		f.Estimated = string(v) == "true"
 	})
+}
+
+// Extension reads usage_estimated from ext, the gateway's extension of a
+// chunk, as it would be read from the chunk with ext added as its last
+// phasegate member: ext's value when it has one, else estimated, what
+// the chunk itself said.
+func Extension(ext []byte, estimated bool) (bool, error) {
+	f := Fields{Estimated: estimated}
+	s := &walk{Walker: jsonscan.Walk(ext)}
+	f.phasegate(s)
+	s.End()
+	if s.Err() == nil && !s.leaves() {
+		return f.Estimated, nil
+	}
+	return decodeExtension(ext, estimated)
 }

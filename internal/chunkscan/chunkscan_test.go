@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/phasegate/phasegate/chat"
 )
 
 var bytesEqual = cmp.Comparer(func(a, b []byte) bool { return bytes.Equal(a, b) })
@@ -61,7 +63,7 @@ func TestReadHead(t *testing.T) {
 	if string(got.ID) != `"c1"` || string(got.Content) != `"b"` {
 		t.Errorf("got id %s content %s, want \"c1\" \"b\"", got.ID, got.Content)
 	}
-	if len(s.head) == 0 {
+	if s.head.Len() == 0 {
 		t.Errorf("no head learned")
 	}
 }
@@ -95,37 +97,79 @@ func check(t *testing.T, s *Scanner, data []byte) {
 	}
 }
 
-// The scan reads what encoding/json reads, or leaves the chunk to it.
+// FuzzRead holds the Scanner to encoding/json: a chunk a, then a chunk b
+// read with the head a taught, each read as Decode reads it (or left to
+// it), and the gateway's extension ext read as the chunk b with ext added
+// as its last phasegate member reads. It is the one fuzz target of the
+// chunk reading every door does.
 func FuzzRead(f *testing.F) {
-	for _, s := range []string{
-		`{"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"role":"assistant","content":"Hi \"x\" \u00e9"},"finish_reason":null}]}`,
-		`{"choices":[{"delta":{"reasoning_content":"r","tool_calls":[{"index":1,"id":"call_1","type":"function","function":{"name":"f","arguments":"{\"a\":1}"}}]},"finish_reason":"tool_calls","stop_reason":"x"}],"phasegate":{"usage_estimated":true,"phase":"x"}}`,
-		`{"choices":[],"usage":{"prompt_tokens":1,"completion_tokens":2,"prompt_tokens_details":{"cached_tokens":1}}}`,
-		`{"error":{"message":"m","type":"t","param":null,"code":"c"}}`,
-		`{"choices":[{"delta":{"content":null},"matched_stop":1}],"choices":[], "x":[1,2.5e3,true,false,null,{}]}`,
-		`{"choices":[{"delta":{"tool_calls":[]},"delta":{"tool_calls":[{"index":0}]}}]}`,
-		`{"x":` + strings.Repeat("[", 10001) + strings.Repeat("]", 10001) + `,"choices":[]}`,
+	a := `{"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":"Hi"},"finish_reason":null}]}`
+	for _, tc := range [][3]string{
+		{`{"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"role":"assistant","content":"Hi \"x\" \u00e9"},"finish_reason":null}]}`, a, `{"phase":"action_phase"}`},
+		{a, `{"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"reasoning_content":"r","tool_calls":[{"index":1,"id":"call_1","type":"function","function":{"name":"f","arguments":"{\"a\":1}"}}]},"finish_reason":"tool_calls","stop_reason":"x"}],"phasegate":{"usage_estimated":true,"phase":"x"}}`, `{"usage_estimated":null}`},
+		{a, `{"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[],"usage":{"prompt_tokens":1,"completion_tokens":2,"prompt_tokens_details":{"cached_tokens":1}}}`, `{"phase":"complete","usage_estimated":true}`},
+		{`{"usage":{"prompt_tokens":1},"choices":[]}`, `{"usage":{"prompt_tokens":1},"choices":[]}`, `{"usage_est\u0069mated":true}`},
+		{`{"error":{"message":"m","type":"t","param":null,"code":"c"}}`, `{"id":"d","choices":[]}`, `{"usage_estimated":1}`},
+		{`{"choices":[{"delta":{"content":null},"matched_stop":1}],"choices":[], "x":[1,2.5e3,true,false,null,{}]}`, `{"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":{}}`, `{}`},
+		{`{"choices":[{"delta":{"tool_calls":[]},"delta":{"tool_calls":[{"index":0}]}}]}`, `{"choices":[{"delta":{"cont\u0065nt":"escaped key"}}]}`, `{}`},
+		{`{"choiceſ":[{"delta":{"content":"long s"}}],"USAGE":{"prompt_tokens":1},"Choices":[]}`, a, `{}`},
+		{`{"0000":[],"usAge":{}}`, `{"ChoiCes":[{"00000":{"0000000":null}},false]}`, `{}`},
+		{`{"x":` + strings.Repeat("[", 10001) + strings.Repeat("]", 10001) + `,"choices":[]}`, a, `{}`},
 	} {
-		f.Add([]byte(s))
+		f.Add([]byte(tc[0]), []byte(tc[1]), []byte(tc[2]))
 	}
-	f.Fuzz(func(t *testing.T, data []byte) { check(t, &Scanner{}, data) })
+	f.Fuzz(func(t *testing.T, a, b, ext []byte) {
+		var s Scanner
+		check(t, &s, a)
+		check(t, &s, b)
+		checkExtension(t, b, ext)
+	})
 }
 
-// A chunk read with the head another chunk taught reads as
-// encoding/json reads it, whatever the two chunks are.
-func FuzzReadHead(f *testing.F) {
-	a := `{"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":"Hi"},"finish_reason":null}]}`
-	for _, b := range []string{
-		`{"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":"there"},"finish_reason":null}]}`,
-		`{"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[],"usage":{"prompt_tokens":1},"id":"d"}`,
-		`{"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":{}}`,
-		`{"id":"d","choices":[]}`,
-	} {
-		f.Add([]byte(a), []byte(b))
+// checkExtension holds Extension to Decode of the chunk with ext added.
+func checkExtension(t *testing.T, data, ext []byte) {
+	t.Helper()
+	var probe map[string]json.RawMessage
+	if json.Unmarshal(ext, &probe) != nil {
+		return // the guard's extension is always an object
 	}
-	f.Fuzz(func(t *testing.T, a, b []byte) {
+	want, werr := Decode(chat.WithExtension(data, "phasegate", ext))
+	got, gerr := Decode(data)
+	if gerr == nil {
+		got.Estimated, gerr = Extension(ext, got.Estimated)
+	}
+	if werr != nil || gerr != nil {
+		return // check holds the scan and the decoder to the same errors
+	}
+	if want.Estimated != got.Estimated {
+		t.Fatalf("estimated = %v, want %v as read from the chunk with its extension", got.Estimated, want.Estimated)
+	}
+}
+
+// BenchmarkRead reads the chunks of a stream as a door does, the head
+// learned from the first:
+//
+//	go test ./internal/chunkscan -run '^$' -bench '^BenchmarkRead$' -count 6
+func BenchmarkRead(b *testing.B) {
+	const pre = `{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1700000000,"model":"deepseek-chat","system_fingerprint":"fp_1",`
+	chunks := [][]byte{
+		[]byte(pre + `"choices":[{"index":0,"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}]}`),
+		[]byte(pre + `"choices":[{"index":0,"delta":{"content":"word \"quoted\" text"},"logprobs":null,"finish_reason":null}]}`),
+		[]byte(pre + `"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"{\"path\":\"src/a"}}]},"logprobs":null,"finish_reason":null}]}`),
+		[]byte(pre + `"choices":[{"index":0,"delta":{},"logprobs":null,"finish_reason":"tool_calls"}],"usage":{"prompt_tokens":40,"completion_tokens":200,"total_tokens":240}}`),
+	}
+	var n int64
+	for _, c := range chunks {
+		n += int64(len(c))
+	}
+	b.SetBytes(n)
+	b.ReportAllocs()
+	for b.Loop() {
 		var s Scanner
-		_, _ = s.Read(a)
-		check(t, &s, b)
-	})
+		for _, c := range chunks {
+			if _, err := s.Read(c); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
 }

@@ -356,6 +356,7 @@ func FuzzFindKey(f *testing.F) {
 		if l := jsonscan.LastKey(data, name); l != last {
 			t.Fatalf("LastKey(%q, %q) = %d, the last FindKey %d", data, name, l, last)
 		}
+		checkStringValues(t, data, name)
 		if !json.Valid(data) || bytes.IndexByte(data, '\\') >= 0 || name == "" || !isASCII(name) ||
 			strings.ContainsAny(name, `"\`) {
 			return
@@ -370,4 +371,36 @@ func FuzzFindKey(f *testing.F) {
 			t.Fatalf("FindKey(%q, %q) found values starting %q, the decoder %q", data, name, got, want)
 		}
 	})
+}
+
+// checkStringValues holds StringValues and HasString to the string values
+// of FindKey's keys, read by the decoder.
+func checkStringValues(t *testing.T, data []byte, name string) {
+	t.Helper()
+	var want []string
+	for v := jsonscan.FindKey(data, name, 0); v >= 0 && v < len(data); v = jsonscan.FindKey(data, name, v) {
+		if data[v] != '"' {
+			continue
+		}
+		end := jsonscan.StringClose(data, v+1)
+		if end < 0 {
+			want = append(want, "<unclosed>")
+			break
+		}
+		want = append(want, string(data[v+1:end]))
+	}
+	var got []string
+	for body := range jsonscan.StringValues(data, name) {
+		if body == nil {
+			got = append(got, "<unclosed>")
+			continue
+		}
+		got = append(got, string(body))
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("StringValues(%q, %q) = %q, want %q", data, name, got, want)
+	}
+	if has := jsonscan.HasString(data, name); has != (len(want) > 0) {
+		t.Fatalf("HasString(%q, %q) = %v, want %v", data, name, has, len(want) > 0)
+	}
 }

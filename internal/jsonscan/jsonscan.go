@@ -194,9 +194,6 @@ func (k *Keys) Next() bool {
 // close: data is not JSON, and keys after that point went unseen.
 func (k *Keys) Unclosed() bool { return k.unclosed }
 
-// Key returns the current key's body as written between its quotes.
-func (k *Keys) Key() []byte { return k.key }
-
 // Is reports whether the current key names name, in lower case, as
 // encoding/json reads it (see KeyIs).
 func (k *Keys) Is(name string) bool {
@@ -240,17 +237,6 @@ func (k *Keys) StringValue() (body []byte, escaped, ok bool) {
 	}
 	k.next = end + 1
 	return k.data[v+1 : end], esc, true
-}
-
-// HasKey reports whether data has a key named name (see KeyIs; name in
-// lower case) at any depth.
-func HasKey(data []byte, name string) bool {
-	for k := Scan(data); k.Next(); {
-		if k.Is(name) {
-			return true
-		}
-	}
-	return false
 }
 
 // FindKey returns the index of the value of the first key at or after

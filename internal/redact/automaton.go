@@ -1,5 +1,7 @@
 package redact
 
+import "sync"
+
 // automaton finds every spelling of every form in one pass over a text,
 // in time linear in the text whatever it holds (Aho-Corasick, as a table
 // of transitions on the bytes the forms use). The text is read as JSON
@@ -14,8 +16,13 @@ type automaton struct {
 	// longest is the length of the longest form that ends at a state, 0
 	// for none; depth the characters from the root to it.
 	longest, depth []int32
-	// maxLen is the length of the longest form.
-	maxLen int
+	// maxLen is the length of the longest form, minLen of the shortest:
+	// a text shorter than minLen bytes holds none, escaped or not (an
+	// escape spells one character with more bytes).
+	maxLen, minLen int
+	// scanners are scanners of this automaton that calls are done with:
+	// a short text (a log attribute, a header) costs no allocation.
+	scanners sync.Pool
 }
 
 func newAutomaton(forms []string) *automaton {
@@ -26,6 +33,9 @@ func newAutomaton(forms []string) *automaton {
 			used[f[i]] = true
 		}
 		a.maxLen = max(a.maxLen, len(f))
+		if a.minLen == 0 || len(f) < a.minLen {
+			a.minLen = len(f)
+		}
 	}
 	a.classes = 1
 	for b := range used {
@@ -127,12 +137,20 @@ type scanner struct {
 }
 
 func (a *automaton) scanner() *scanner {
+	if sc, ok := a.scanners.Get().(*scanner); ok {
+		sc.state, sc.n, sc.spans = 0, 0, sc.spans[:0]
+		return sc
+	}
 	size := 1
 	for size <= a.maxLen {
 		size *= 2
 	}
 	return &scanner{a: a, ring: make([]int, size)}
 }
+
+// release gives sc back for another call; the caller is done with it
+// and its spans.
+func (a *automaton) release(sc *scanner) { a.scanners.Put(sc) }
 
 // char reads the character c that the bytes [start, end) of the text
 // spell.

@@ -177,10 +177,11 @@ func (r *Redactor) Bytes(b []byte) []byte {
 // values replaces the configured secrets in s: every part where a form
 // is found, overlapping ones as one, by one Marker.
 func (r *Redactor) values(s string) string {
-	if r == nil || r.find == nil {
+	if r == nil || r.find == nil || len(s) < r.find.minLen {
 		return s
 	}
 	sc := r.find.scanner()
+	defer r.find.release(sc)
 	sc.read(s, false)
 	if len(sc.spans) == 0 {
 		return s
