@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"maps"
 	"slices"
-	"strconv"
 	"strings"
 )
 
@@ -140,14 +139,7 @@ func schemaHints(params json.RawMessage) map[string]stringKind {
 // formOf returns the form of a call of tool name with parsed arguments
 // args in project projectID; k says the language of its strings.
 func formOf(projectID, name string, args map[string]any, k kinds) Form {
-	b := make([]byte, 0, 64+len(projectID)+len(name))
-	b = strconv.AppendInt(b, int64(len(projectID)), 10)
-	b = append(b, ':')
-	b = append(b, projectID...)
-	b = strconv.AppendInt(b, int64(len(name)), 10)
-	b = append(b, ':')
-	b = append(b, name...)
-	b = append(b, '{')
+	b := append(appendCallHead(nil, projectID, name), '{')
 	for i, key := range slices.Sorted(maps.Keys(args)) {
 		if i > 0 {
 			b = append(b, ',')

@@ -60,15 +60,20 @@ func (s Signature) String() string {
 func (s Signature) LogValue() slog.Value { return slog.StringValue(s.String()) }
 
 func signatureOf(projectID, name string, args map[string]any) Signature {
-	b := make([]byte, 0, 64+len(projectID)+len(name))
+	return Signature(appendCanonical(appendCallHead(nil, projectID, name), args))
+}
+
+// appendCallHead appends what a signature and a form open with: the
+// project and the tool's name, each after its length, so no two pairs
+// run together.
+func appendCallHead(b []byte, projectID, name string) []byte {
+	b = slices.Grow(b, 64+len(projectID)+len(name))
 	b = strconv.AppendInt(b, int64(len(projectID)), 10)
 	b = append(b, ':')
 	b = append(b, projectID...)
 	b = strconv.AppendInt(b, int64(len(name)), 10)
 	b = append(b, ':')
-	b = append(b, name...)
-	b = appendCanonical(b, args)
-	return Signature(b)
+	return append(b, name...)
 }
 
 // parseArguments decodes function-call arguments. problem describes why
