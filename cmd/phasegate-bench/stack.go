@@ -211,17 +211,8 @@ func (st *stack) startPeer(ctx context.Context, p binary, args []string) error {
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("start peer %s: %w", p.name, err)
 	}
-	exited := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(exited) }()
-	st.stops = append(st.stops, func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-exited:
-		case <-time.After(15 * time.Second):
-			_ = cmd.Process.Kill()
-			<-exited
-		}
-	})
+	exited := proc.Exited(cmd)
+	st.stops = append(st.stops, func() { _ = cmd.Process.Signal(syscall.SIGTERM); proc.KillAfter(cmd, exited, 15*time.Second) })
 	st.servers = append(st.servers, &server{name: p.name, peer: true, pid: cmd.Process.Pid, url: "http://" + addr})
 	return waitListening(ctx, addr, exited)
 }

@@ -93,16 +93,26 @@ func FirstLine(ctx context.Context, r *bufio.Reader, ok func(string) bool, timeo
 }
 
 // WaitOrKill waits up to d for cmd to exit, then kills it.
-func WaitOrKill(cmd *exec.Cmd, d time.Duration) {
+func WaitOrKill(cmd *exec.Cmd, d time.Duration) { KillAfter(cmd, Exited(cmd), d) }
+
+// Exited waits for the started cmd and closes the channel it returns when
+// cmd has exited; it is the one Wait of cmd.
+func Exited(cmd *exec.Cmd) <-chan struct{} {
 	done := make(chan struct{})
 	go func() { _ = cmd.Wait(); close(done) }()
+	return done
+}
+
+// KillAfter waits until exited (from Exited) is closed, killing cmd when
+// that takes longer than d.
+func KillAfter(cmd *exec.Cmd, exited <-chan struct{}, d time.Duration) {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
-	case <-done:
+	case <-exited:
 	case <-t.C:
 		_ = cmd.Process.Kill()
-		<-done
+		<-exited
 	}
 }
 
