@@ -121,7 +121,7 @@ func dispatch(ctx context.Context, args []string, getenv func(string) string, st
 			_, err = parseOptions(serveCommand, []string{"--help"}, getenv, stdout)
 		}
 	default:
-		err = run(ctx, args, getenv, stdout, stderr)
+		err = run(ctx, args, getenv, stdout, stderr, runHooks{logDelay: gather.DefaultDelay})
 	}
 	if errors.Is(err, flag.ErrHelp) {
 		return nil
@@ -129,12 +129,14 @@ func dispatch(ctx context.Context, args []string, getenv func(string) string, st
 	return err
 }
 
-// listening, when set, is told the address the server listens on.
-var listening func(net.Addr)
-
-// logDelay is how long a log line waits to be written with others; read
-// once by each run, before it listens. Tests raise it.
-var logDelay = gather.DefaultDelay
+// runHooks are what a caller of run may set beyond the environment; each
+// run has its own, so runs side by side do not share them.
+type runHooks struct {
+	// listening, when set, is told the address the server listens on.
+	listening func(net.Addr)
+	// logDelay is how long a log line waits to be written with others.
+	logDelay time.Duration
+}
 
 // readHeaderTimeout bounds the wait for a request's headers, so a client
 // that opens a connection and never finishes its headers cannot hold it.
@@ -146,7 +148,7 @@ var readHeaderTimeout = 10 * time.Second
 // a load balancer takes the gateway out of rotation before connections are
 // refused; then the listener closes and in-flight requests get the
 // shutdown timeout to finish.
-func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer, hooks runHooks) error {
 	o, err := parseOptions(serveCommand, args, getenv, stdout)
 	if err != nil {
 		return err
@@ -154,7 +156,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	// Log lines are gathered and written together, a request's several
 	// lines in one write; the deferred Close, run's last, writes those
 	// still waiting when the gateway stops.
-	logOut := gather.New(stderr, logDelay)
+	logOut := gather.New(stderr, hooks.logDelay)
 	defer logOut.Close()
 	log := newLogger(logOut, o.LogLevel, o.Redactor)
 	if ownsDefaultLog {
@@ -183,13 +185,20 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if err != nil {
 		return listenError(o, err)
 	}
-	return serve(ctx, o, h, ln, log, logOut.Flush)
+	// The start's log lines, which whoever started the gateway waits
+	// for, go out before the first request.
+	started := func() {
+		_ = logOut.Flush()
+		if hooks.listening != nil {
+			hooks.listening(ln.Addr())
+		}
+	}
+	return serve(ctx, o, h, ln, log, started)
 }
 
-// serve serves h on ln until ctx ends, then drains and shuts down.
-// flushLog writes the log lines gathered: the start's, which whoever
-// started the gateway waits for, go out before the first request.
-func serve(ctx context.Context, o options, h *proxy.Handler, ln net.Listener, log *slog.Logger, flushLog func() error) error {
+// serve serves h on ln until ctx ends, then drains and shuts down. started
+// is called once the start is logged, before the first request is served.
+func serve(ctx context.Context, o options, h *proxy.Handler, ln net.Listener, log *slog.Logger, started func()) error {
 	// Requests run under a context the shutdown can end with a cause, so a
 	// stream still running when the grace is spent ends with an in-band
 	// error and [DONE] rather than a cut connection.
@@ -204,10 +213,7 @@ func serve(ctx context.Context, o options, h *proxy.Handler, ln net.Listener, lo
 		// bounded by REQUEST_TIMEOUT instead.
 	}
 	logStart(log, o, ln.Addr())
-	_ = flushLog()
-	if listening != nil {
-		listening(ln.Addr())
-	}
+	started()
 
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()

@@ -100,10 +100,6 @@ type gateway struct {
 	done      chan error
 }
 
-// startMu serialises the start of runs: the listening hook is a package
-// variable, read once by each run.
-var startMu sync.Mutex
-
 // start runs the command with args and environment e (LISTEN_ADDR
 // defaults to a free loopback port, SHUTDOWN_DRAIN_DELAY to 0) until the
 // test ends.
@@ -125,25 +121,19 @@ func startLogging(t *testing.T, args []string, e map[string]string, delay time.D
 	ctx, g.interrupt = context.WithCancelCause(context.Background())
 	g.cancel = func() { g.interrupt(nil) }
 
-	func() {
-		startMu.Lock()
-		defer startMu.Unlock()
-		addrc := make(chan net.Addr, 1)
-		listening = func(a net.Addr) { addrc <- a }
-		logDelay = delay
-		defer func() { listening, logDelay = nil, gather.DefaultDelay }()
-		go func() { g.done <- run(ctx, args, env(full), io.Discard, g.log) }()
-		select {
-		case a := <-addrc:
-			g.addr = a.String()
-		case err := <-g.done:
-			g.cancel()
-			t.Fatalf("run ended before listening: %v\n%s", err, g.log)
-		case <-time.After(wait):
-			g.cancel()
-			t.Fatalf("run never listened\n%s", g.log)
-		}
-	}()
+	addrc := make(chan net.Addr, 1)
+	hooks := runHooks{listening: func(a net.Addr) { addrc <- a }, logDelay: delay}
+	go func() { g.done <- run(ctx, args, env(full), io.Discard, g.log, hooks) }()
+	select {
+	case a := <-addrc:
+		g.addr = a.String()
+	case err := <-g.done:
+		g.cancel()
+		t.Fatalf("run ended before listening: %v\n%s", err, g.log)
+	case <-time.After(wait):
+		g.cancel()
+		t.Fatalf("run never listened\n%s", g.log)
+	}
 
 	g.url = "http://" + g.addr
 	t.Cleanup(func() {
@@ -635,7 +625,7 @@ func TestRunFails(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			err := run(testContext(t), nil, env(tt.env), io.Discard, io.Discard)
+			err := run(testContext(t), nil, env(tt.env), io.Discard, io.Discard, runHooks{})
 			if err == nil || !strings.Contains(err.Error(), tt.wantIn) {
 				t.Errorf("run = %v, want an error naming %q", err, tt.wantIn)
 			}
