@@ -1,6 +1,10 @@
 package pricing
 
-import "time"
+import (
+	"maps"
+	"slices"
+	"time"
+)
 
 // DeepSeekPeak are DeepSeek's peak hours: 01:00 to 04:00 and 06:00 to
 // 10:00 UTC, Monday to Friday (09:00–12:00 and 14:00–18:00 Beijing time).
@@ -27,14 +31,17 @@ var (
 // The prices OpenAI publishes on its pricing page
 // (https://developers.openai.com/api/docs/pricing), standard tier: input,
 // cached input and output. OpenAI has no off-peak hours. Each name is
-// priced exactly: OpenAI prices a model's variants (gpt-5-mini, gpt-5.1,
+// priced exactly: OpenAI prices a model's variants (gpt-5-nano, gpt-5.1,
 // gpt-4o-2024-05-13) apart, and a prefix would give them the wrong price.
 var openAI = map[string]Price{
-	"gpt-5":       {InputCacheMiss: 1.25, InputCacheHit: 0.125, Output: 10},
-	"gpt-4.1":     {InputCacheMiss: 2, InputCacheHit: 0.5, Output: 8},
-	"gpt-4o":      {InputCacheMiss: 2.5, InputCacheHit: 1.25, Output: 10},
-	"gpt-4o-mini": {InputCacheMiss: 0.15, InputCacheHit: 0.075, Output: 0.6},
-	"o4-mini":     {InputCacheMiss: 1.1, InputCacheHit: 0.275, Output: 4.4},
+	"gpt-5":        {InputCacheMiss: 1.25, InputCacheHit: 0.125, Output: 10},
+	"gpt-5-mini":   {InputCacheMiss: 0.25, InputCacheHit: 0.025, Output: 2},
+	"gpt-4.1":      {InputCacheMiss: 2, InputCacheHit: 0.5, Output: 8},
+	"gpt-4.1-mini": {InputCacheMiss: 0.4, InputCacheHit: 0.1, Output: 1.6},
+	"gpt-4o":       {InputCacheMiss: 2.5, InputCacheHit: 1.25, Output: 10},
+	"gpt-4o-mini":  {InputCacheMiss: 0.15, InputCacheHit: 0.075, Output: 0.6},
+	"o3":           {InputCacheMiss: 2, InputCacheHit: 0.5, Output: 8},
+	"o4-mini":      {InputCacheMiss: 1.1, InputCacheHit: 0.275, Output: 4.4},
 }
 
 // Default returns the built-in rules: DeepSeek's published prices for its
@@ -47,7 +54,7 @@ func Default() []Rule {
 		{Pattern: "deepseek-v4-flash*", Price: deepseekFlash, OffPeak: ptr(deepseekFlashOffPeak)},
 		{Pattern: "deepseek-flash*", Price: deepseekFlash, OffPeak: ptr(deepseekFlashOffPeak)},
 	}
-	for _, model := range []string{"gpt-5", "gpt-4.1", "gpt-4o", "gpt-4o-mini", "o4-mini"} {
+	for _, model := range slices.Sorted(maps.Keys(openAI)) {
 		rules = append(rules, Rule{Pattern: model, Price: openAI[model]})
 	}
 	return rules

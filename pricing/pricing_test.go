@@ -34,30 +34,37 @@ var published = []struct {
 
 // OpenAI's published prices, standard tier, USD per 1M tokens: input,
 // cached input, output. OpenAI's own page
-// (https://developers.openai.com/api/docs/pricing) could not be read here;
-// each figure is as pages that transcribe it state it, read on 2026-11-27:
-//   - input and output of gpt-5, gpt-4.1, gpt-4o, gpt-4o-mini, o4-mini:
-//     https://deploybase.ai/articles/openai-pricing ("Data from OpenAI
-//     pricing page, March 2026");
-//   - cached input of gpt-4o and gpt-4o-mini:
-//     https://chatgptpricing-akr.pages.dev/api-pricing ("Source:
-//     developers.openai.com/api/docs/pricing");
-//   - cached input of gpt-4.1: https://hex.pm/packages/openai_responses/0.4.1/files/lib/responses/pricing.ex
-//     ("Source: https://platform.openai.com/docs/pricing");
-//   - cached input of gpt-5 (a tenth of its input, "across every GPT-5
-//     tier"): https://aipromptshub.co/calc/gpt-5-cost;
-//   - cached input of o4-mini: https://github.com/RooCodeInc/Roo-Code/pull/2691
-//     (from platform.openai.com/docs/models/o4-mini).
+// (https://developers.openai.com/api/docs/pricing) cannot be read from
+// where these tests were written, so each row is checked against two
+// transcriptions of it, read on 2026-11-27, that agree:
+//   - the table Pydantic maintains for its cost tracking,
+//     https://github.com/pydantic/genai-prices, prices/providers/openai.yml
+//     at 01d6df8c, which dates each model's last check against
+//     platform.openai.com/docs/pricing (gpt-4.1, gpt-4.1-mini, gpt-4o,
+//     gpt-4o-mini, o4-mini: 2025-07-04; o3: 2025-07-12, its price since
+//     2025-06-10; gpt-5, gpt-5-mini: 2025-11-13);
+//   - pages that quote OpenAI's: https://deploybase.ai/articles/openai-pricing
+//     (input and output of gpt-5, gpt-4.1, gpt-4o, gpt-4o-mini, o4-mini),
+//     https://chatgptpricing-akr.pages.dev/api-pricing (cached input of
+//     gpt-4o and gpt-4o-mini), https://aipromptshub.co/calc/gpt-5-cost
+//     (cached input a tenth of input on every GPT-5 tier),
+//     https://github.com/RooCodeInc/Roo-Code/pull/2691 (cached input of
+//     o4-mini), https://tokenmath.io/openai-api-pricing-explained (gpt-4.1
+//     and gpt-4.1-mini, "checked Jun 21, 2026").
 //
-// o3 is left out: the pages disagree on its cached input (0.50 or 1.00).
+// Where pages disagreed (o3's cached input, 0.50 or 1.00), the dated check
+// decides: 0.50 since OpenAI's price cut of 2025-06-10.
 var publishedOpenAI = []struct {
 	model string
 	price pricing.Price
 }{
 	{model: "gpt-5", price: pricing.Price{InputCacheMiss: 1.25, InputCacheHit: 0.125, Output: 10}},
+	{model: "gpt-5-mini", price: pricing.Price{InputCacheMiss: 0.25, InputCacheHit: 0.025, Output: 2}},
 	{model: "gpt-4.1", price: pricing.Price{InputCacheMiss: 2, InputCacheHit: 0.5, Output: 8}},
+	{model: "gpt-4.1-mini", price: pricing.Price{InputCacheMiss: 0.4, InputCacheHit: 0.1, Output: 1.6}},
 	{model: "gpt-4o", price: pricing.Price{InputCacheMiss: 2.5, InputCacheHit: 1.25, Output: 10}},
 	{model: "gpt-4o-mini", price: pricing.Price{InputCacheMiss: 0.15, InputCacheHit: 0.075, Output: 0.6}},
+	{model: "o3", price: pricing.Price{InputCacheMiss: 2, InputCacheHit: 0.5, Output: 8}},
 	{model: "o4-mini", price: pricing.Price{InputCacheMiss: 1.1, InputCacheHit: 0.275, Output: 4.4}},
 }
 
@@ -108,7 +115,7 @@ func TestUnpricedModels(t *testing.T) {
 	table := pricing.New()
 	// OpenAI prices a model's variants apart: the built-in names match
 	// exactly, never as a prefix.
-	for _, model := range []string{"gpt-5-mini", "gpt-5.1", "gpt-4o-2024-05-13", "o3", "phasegate-sim", "deepseek-chat", ""} {
+	for _, model := range []string{"gpt-5-nano", "gpt-5.1", "gpt-4o-2024-05-13", "o3-mini", "phasegate-sim", "deepseek-chat", ""} {
 		if p, ok := table.Lookup(model, mondayPeak); ok {
 			t.Errorf("%s: priced %+v, want no built-in price", model, p)
 		}
