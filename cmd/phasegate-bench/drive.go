@@ -140,10 +140,11 @@ func measure(ctx context.Context, cfg config, st *stack, c benchCase, t target) 
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	body := c.body(t, st.model(t, cfg))
+	hdr := st.headers(t, cfg)
 	for range c.concurrency {
 		wg.Go(func() {
 			for ctx.Err() == nil && next.Add(1) <= int64(c.requests) {
-				r := do(ctx, client, base+t.path, c, body, cfg.requestTimeout)
+				r := do(ctx, client, base+t.path, hdr, c, body, cfg.requestTimeout)
 				mu.Lock()
 				m.add(r)
 				mu.Unlock()
@@ -184,8 +185,8 @@ type result struct {
 	events                        int
 }
 
-// do makes one request and reads its answer to the end.
-func do(ctx context.Context, client *http.Client, url string, c benchCase, body []byte, timeout time.Duration) result {
+// do makes one request, with hdr added, and reads its answer to the end.
+func do(ctx context.Context, client *http.Client, url string, hdr http.Header, c benchCase, body []byte, timeout time.Duration) result {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
@@ -195,6 +196,9 @@ func do(ctx context.Context, client *http.Client, url string, c benchCase, body 
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Authorization", "Bearer sk-client")
 	req.Header.Set("X-Bench-Scenario", c.scenario)
+	for k, v := range hdr {
+		req.Header[k] = v
+	}
 	start := time.Now()
 	resp, err := client.Do(req)
 	if err != nil {
@@ -254,6 +258,19 @@ func token(data []byte) bool {
 	return ok && len(after) > 0 && after[0] != '"' || bytes.Contains(data, []byte(`"tool_calls"`))
 }
 
+// headers are the headers added for t: -peer-header to a peer, with
+// $UPSTREAM_URL expanded; none to a phasegate route.
+func (st *stack) headers(t target, cfg config) http.Header {
+	h := http.Header{}
+	if t.srv == nil || !t.srv.peer {
+		return h
+	}
+	for _, kv := range cfg.peerHeaders {
+		h.Add(kv[0], strings.ReplaceAll(kv[1], "$UPSTREAM_URL", st.mockURL+"/v1"))
+	}
+	return h
+}
+
 // model is the model named to t: -peer-model to a peer.
 func (st *stack) model(t target, cfg config) string {
 	if t.srv != nil && t.srv.peer {
@@ -262,17 +279,19 @@ func (st *stack) model(t target, cfg config) string {
 	return ""
 }
 
-// warmUp sends each case's request once through every route.
-func warmUp(ctx context.Context, cfg config, st *stack) error {
+// warmUp sends each case's request once through every route, only the
+// cases run: a peer need not serve the others (Portkey's gateway on Node
+// answers every stream with a 500).
+func warmUp(ctx context.Context, cfg config, st *stack, cases []benchCase) error {
 	client := proc.LoopbackClient(1)
 	defer client.CloseIdleConnections()
-	for _, c := range allCases {
+	for _, c := range cases {
 		for _, t := range st.targets(c) {
 			base := st.mockURL
 			if !t.direct {
 				base = t.srv.url
 			}
-			if r := do(ctx, client, base+t.path, c, c.body(t, st.model(t, cfg)), cfg.requestTimeout); r.err != "" {
+			if r := do(ctx, client, base+t.path, st.headers(t, cfg), c, c.body(t, st.model(t, cfg)), cfg.requestTimeout); r.err != "" {
 				return fmt.Errorf("warm-up %s via %s: %s", c.name, t.name, r.err)
 			}
 		}

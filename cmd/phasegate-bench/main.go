@@ -69,6 +69,7 @@ type config struct {
 	gateways       []binary // the phasegate builds measured, side by side
 	peers          []binary // other gateways measured beside them
 	peerModel      string
+	peerHeaders    [][2]string // name and value; $UPSTREAM_URL is expanded
 	pin            bool
 	maxDuration    time.Duration
 	requestTimeout time.Duration
@@ -94,6 +95,14 @@ func parseFlags(args []string, out io.Writer) (config, error) {
 			return errors.New("want NAME=CMD")
 		}
 		c.peers = append(c.peers, binary{name: name, path: cmd})
+		return nil
+	})
+	fs.Func("peer-header", "a header sent to the peers, \"Name: value\"; $UPSTREAM_URL in the value is the mock's base URL (a peer may route by headers, as Portkey's gateway does with x-portkey-provider and x-portkey-custom-host); repeatable", func(v string) error {
+		name, value, ok := strings.Cut(v, ":")
+		if !ok || strings.TrimSpace(name) == "" {
+			return errors.New("want \"Name: value\"")
+		}
+		c.peerHeaders = append(c.peerHeaders, [2]string{strings.TrimSpace(name), strings.TrimSpace(value)})
 		return nil
 	})
 	fs.StringVar(&c.peerModel, "peer-model", "", "model name sent to the peers (a peer may want a provider prefix, as openai/gpt-4o); empty sends gpt-4o")
@@ -168,7 +177,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	for _, sv := range st.servers {
 		sv.rssStart = rssOf(sv.pid)
 	}
-	if err := warmUp(ctx, cfg, st); err != nil {
+	if err := warmUp(ctx, cfg, st, cases); err != nil {
 		return err
 	}
 	time.Sleep(2 * time.Second) // let the warm-up's garbage go
