@@ -189,7 +189,7 @@ func TestLargeStoreWrite(t *testing.T) {
 		t.Fatalf("status %d, %s %q; want 200, stored", resp.StatusCode, proxy.StoredHeader, resp.Header.Get(proxy.StoredHeader))
 	}
 	id := responseID(t, b, false)
-	if status, _, eb := rsRaw(t, gw, http.MethodPost, "/v1/responses", "", `{"model":"`+sim.Model+`","input":"more","previous_response_id":"`+id+`"}`); status != http.StatusOK {
+	if status, _, eb := rsRawCtx(t, ctx, gw, http.MethodPost, "/v1/responses", "", `{"model":"`+sim.Model+`","input":"more","previous_response_id":"`+id+`"}`); status != http.StatusOK {
 		t.Errorf("next turn: %d %.300s", status, eb)
 	}
 	metricsHave(t, gw, `phasegate_redis_breaker_state{state="closed"} 1`)

@@ -2,6 +2,7 @@ package proxy_test
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -85,12 +86,18 @@ func (r *rsResponse) text() string {
 	return b.String()
 }
 
-// rsPost sends a raw HTTP/1.1 request over a fresh connection and
+// rsRaw sends a raw HTTP/1.1 request over a fresh connection and
 // returns the status and body as written on the wire (chunked framing
 // undone).
 func rsRaw(t *testing.T, gw *httptest.Server, method, path, key, body string) (int, http.Header, []byte) {
 	t.Helper()
-	ctx := testContext(t)
+	return rsRawCtx(t, testContext(t), gw, method, path, key, body)
+}
+
+// rsRawCtx is rsRaw bounded by ctx: a request that makes the gateway read
+// megabytes gets heavyContext's deadline.
+func rsRawCtx(t *testing.T, ctx context.Context, gw *httptest.Server, method, path, key, body string) (int, http.Header, []byte) {
+	t.Helper()
 	var d net.Dialer
 	conn, err := d.DialContext(ctx, "tcp", strings.TrimPrefix(gw.URL, "http://"))
 	if err != nil {

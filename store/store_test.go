@@ -76,7 +76,10 @@ func TestReasoningBounds(t *testing.T) {
 func TestReasoningTTL(t *testing.T) {
 	r, _ := openTestRedis(t)
 	ctx := testContext(t)
-	m := NewReasoning(r, 1<<20, 50*time.Millisecond)
+	// The TTL is long enough that a loaded machine still recalls both
+	// ids before it passes, and short enough to wait out.
+	const ttl = 2 * time.Second
+	m := NewReasoning(r, 1<<20, ttl)
 	if err := m.Remember(ctx, []string{"a", "b"}, "why"); err != nil {
 		t.Fatal(err)
 	}
@@ -93,9 +96,9 @@ func TestReasoningTTL(t *testing.T) {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("still recalled after %v with a 50ms TTL", wait)
+			t.Fatalf("still recalled after %v with a %v TTL", wait, ttl)
 		}
-		time.Sleep(10 * time.Millisecond) // polling an expiry, which is time itself
+		time.Sleep(50 * time.Millisecond) // polling an expiry, which is time itself
 	}
 	// The expired entries leave the bookkeeping at the next remember.
 	if err := m.Remember(ctx, []string{"c"}, "x"); err != nil {
