@@ -11,7 +11,7 @@ import (
 // it), the next fail at once with ErrDeadline, which the breaker does not
 // count; once EndSharedDeadline, calls have their own timeouts again.
 func TestShareDeadline(t *testing.T) {
-	r, srv := openTestRedis(t)
+	r, srv := openTestRedisWith(t, RedisOptions{})
 	limiter := NewRedisLimiter(r)
 	ctx := ShareDeadline(testContext(t))
 	if _, err := limiter.Allow(ctx, "k", 10, 1); err != nil {

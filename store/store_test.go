@@ -25,10 +25,20 @@ func testContext(t *testing.T) context.Context {
 	return ctx
 }
 
+// openTestRedis opens a fresh redis-server with a timeout of 2 s on each
+// read and write, not the gateway's 100 ms: a test of what Redis stores
+// must not fail because a loaded machine stalled a call. Tests of the
+// timeouts themselves open theirs with openTestRedisWith.
 func openTestRedis(t *testing.T) (*Redis, *redistest.Server) {
 	t.Helper()
+	return openTestRedisWith(t, RedisOptions{Timeout: 2 * time.Second})
+}
+
+// openTestRedisWith opens a fresh redis-server with the bounds of o.
+func openTestRedisWith(t *testing.T, o RedisOptions) (*Redis, *redistest.Server) {
+	t.Helper()
 	srv := redistest.Start(t)
-	r, err := OpenRedis(srv.URL)
+	r, err := OpenRedisWith(srv.URL, o)
 	if err != nil {
 		t.Fatal(err)
 	}

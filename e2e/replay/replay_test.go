@@ -175,7 +175,9 @@ func runSetup(tb testing.TB, s setup, ts []*trajectory) ([]outcome, error) {
 	if err != nil {
 		return nil, err
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	// Within the race run's 25 minutes: the three setups share two cores
+	// with the other packages' tests.
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
 	out := make([]outcome, len(ts))
 	g, ctx := errgroup.WithContext(ctx)
