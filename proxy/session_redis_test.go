@@ -15,6 +15,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	openai "github.com/sashabaranov/go-openai"
@@ -31,14 +32,25 @@ import (
 // sessReplicas are gateways in front of one simulated upstream, each with
 // its own connection to the Redis of srv, as replicas in their own
 // processes.
+//
+// Their Redis calls get 2 s, not the gateway's 100 ms, so that a loaded
+// machine's stall is not a timeout and a retry (which would add commands
+// to those counted); sessReplicasWith sets the bound.
 func sessReplicas(t *testing.T, srv *redistest.Server, sess proxy.Sessions, n int) []*sessStack {
+	t.Helper()
+	return sessReplicasWith(t, srv, sess, n, 2*time.Second)
+}
+
+// sessReplicasWith is sessReplicas with each Redis read and write bounded
+// by timeout (0: the gateway's default).
+func sessReplicasWith(t *testing.T, srv *redistest.Server, sess proxy.Sessions, n int, timeout time.Duration) []*sessStack {
 	t.Helper()
 	up, usrv := proxytest.NewServer(t, proxytest.Simulated())
 	var out []*sessStack
 	for range n {
 		reg := prometheus.NewRegistry()
 		m := metrics.New(reg, []string{"openai"}, sessModel)
-		r, err := store.OpenRedisWith(srv.URL, store.RedisOptions{Observer: m})
+		r, err := store.OpenRedisWith(srv.URL, store.RedisOptions{Observer: m, Timeout: timeout})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -113,10 +125,10 @@ func TestSessionReplicasShareCounters(t *testing.T) {
 // the breaker opens; without, they are a 503 with Retry-After.
 func TestSessionRedisPaused(t *testing.T) {
 	srv := redistest.Start(t)
-	open := sessReplicas(t, srv, budget(session.Budget{ToolCalls: 100}), 1)[0]
+	open := sessReplicasWith(t, srv, budget(session.Budget{ToolCalls: 100}), 1, 0)[0]
 	closedSess := budget(session.Budget{ToolCalls: 100})
 	closedSess.FailOpen = false
-	closed := sessReplicas(t, srv, closedSess, 1)[0]
+	closed := sessReplicasWith(t, srv, closedSess, 1, 0)[0]
 	ctx := testContext(t)
 	if r, err := open.agent("", "paused-1", false, nil).send(ctx, userMessage("Fix it.")); err != nil || len(r.calls) != 1 {
 		t.Fatalf("before the pause: %v %+v", err, r)
