@@ -132,12 +132,35 @@ describe('the docs pages', () => {
   });
 
   test('name Compose both ways wherever they show one', () => {
-    for (const page of pages()) {
+    // The deployment's own page and the compose files' opening comments too.
+    for (const page of [...pages(), 'deploy/README.md', 'deploy/compose.yaml', 'deploy/replicas/compose.yaml']) {
       const text = read(page);
       if (/docker compose /.test(text) || /docker-compose /.test(text)) {
         assert.ok(text.includes('docker compose') && text.includes('docker-compose'), `${page} names both docker compose (v2) and docker-compose (v1)`);
       }
     }
+  });
+
+  test('name the versions of every client CI runs, as pinned', () => {
+    // The Clients table of docs/doors.md, up to the next section.
+    const doors = read('docs/doors.md');
+    const clients = doors.slice(doors.indexOf('## Clients'), doors.indexOf('\n## ', doors.indexOf('## Clients') + 1));
+    const pinned = (file) => JSON.parse(read(file)).devDependencies;
+    const notClients = ['ajv', 'ajv-formats', 'zod', 'node'];
+    const missing = [];
+    for (const file of ['e2e/package.json', 'e2e/agents/package.json']) {
+      const deps = pinned(file);
+      if (!clients.includes(`Node ${deps.node}`)) missing.push(`Node ${deps.node} (${file})`);
+      for (const [pkg, version] of Object.entries(deps)) {
+        if (!notClients.includes(pkg) && !clients.includes(`${pkg} ${version}`)) missing.push(`${pkg} ${version} (${file})`);
+      }
+    }
+    for (const mod of ['github.com/sashabaranov/go-openai', 'github.com/anthropics/anthropic-sdk-go/v2']) {
+      const version = read('go.mod').match(new RegExp(`^\\s*${mod.replaceAll('.', '\\.')} (v\\S+)`, 'm'))?.[1];
+      const row = clients.split('\n').find((line) => line.includes(`\`${mod}\``));
+      if (!version || !row?.includes(version)) missing.push(`${mod} ${version} (go.mod)`);
+    }
+    assert.deepEqual(missing, [], 'docs/doors.md, ## Clients: a client version CI runs is not named as pinned');
   });
 
   test('leave test names and go test commands to docs/development.md', () => {
