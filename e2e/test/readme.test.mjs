@@ -3,7 +3,7 @@
 // installs that work), the docs/ pages it is split into, their links, and
 // the examples that are not Node's (curl, Go, Python), run as written
 // against the default gateway (lib/examples.mjs; the Node examples run in
-// examples.test.mjs).
+// examples.test.mjs; those that start a coding agent in e2e/agents).
 
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
@@ -12,7 +12,7 @@ import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 
 import { anchors, codeBlocks, pages, read, relativeLinks } from '../lib/docs.mjs';
-import { checkOutput, docsURL, examples, runExample, workspace } from '../lib/examples.mjs';
+import { agentOf, checkOutput, docsURL, examples, runExample, workspace } from '../lib/examples.mjs';
 import { repoRoot, startGateway } from '../lib/stack.mjs';
 
 /** The pages the documentation is split into; other branches write into them. */
@@ -94,6 +94,11 @@ describe('the README', () => {
       LangChain: (b) => b.lang === 'js' && b.code.includes('@langchain/openai'),
       'openai (Python)': (b) => b.lang === 'python' && b.code.includes('from openai import OpenAI'),
       'go-openai': (b) => b.lang === 'go' && b.code.includes('github.com/sashabaranov/go-openai'),
+      'Anthropic SDK': (b) => b.lang === 'js' && b.code.includes('from "@anthropic-ai/sdk"') && b.code.includes('messages.create'),
+      'Claude Code': (b) => agentOf(b) === 'claude',
+      Codex: (b) => agentOf(b) === 'codex',
+      'Qwen Code': (b) => agentOf(b) === 'qwen',
+      OpenCode: (b) => agentOf(b) === 'opencode',
     };
     for (const [family, is] of Object.entries(families)) {
       assert.equal(examples.filter(is).length, 1, `want one ${family} example calling ${docsURL} in README.md`);
