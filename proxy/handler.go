@@ -606,7 +606,7 @@ func (c *chatRequest) judged() error {
 	h, req := c.h, c.x.Request
 	if !c.decision.judged {
 		if mode, err := protocol.ParseEnvelopeMode(c.r.Header.Get(EnvelopeHeader)); err != nil || mode != protocol.EnvelopeOff {
-			return chat.InvalidRequest("", "header X-Phasegate-Envelope is served by the guard (/v1/chat/completions or /two-stage/v1/chat/completions); this route passes answers through as they are")
+			return chat.InvalidRequest(EnvelopeHeader, "header X-Phasegate-Envelope is served by the guard (/v1/chat/completions or /two-stage/v1/chat/completions); this route passes answers through as they are")
 		}
 		return nil
 	}
@@ -935,7 +935,7 @@ func headerCount(hdr http.Header, name string) (int, error) {
 	}
 	n, err := strconv.Atoi(v)
 	if err != nil || n < 1 {
-		return 0, chat.InvalidRequest("", "header %s must be a whole number of 1 or more, got %q", name, v)
+		return 0, chat.InvalidRequest(name, "header %s must be a whole number of 1 or more, got %q", name, v)
 	}
 	return n, nil
 }
@@ -969,11 +969,11 @@ func (h *Handler) limits(hdr http.Header, model string) (protocol.Limits, error)
 	case "", "act":
 	case "plan":
 		if !h.planMode {
-			return l, chat.InvalidRequest("", "plan mode is not configured on this gateway (PLAN_TOOLS is empty)")
+			return l, chat.InvalidRequest("X-Phasegate-Mode", "plan mode is not configured on this gateway (PLAN_TOOLS is empty)")
 		}
 		l.Plan = true
 	default:
-		return l, chat.InvalidRequest("", "header X-Phasegate-Mode must be plan or act, got %q", mode)
+		return l, chat.InvalidRequest("X-Phasegate-Mode", "header X-Phasegate-Mode must be plan or act, got %q", mode)
 	}
 	return l, nil
 }
@@ -984,7 +984,7 @@ func (h *Handler) envelopeMode(hdr http.Header, model string) (protocol.Envelope
 	if v := hdr.Get(EnvelopeHeader); v != "" {
 		m, err := protocol.ParseEnvelopeMode(v)
 		if err != nil {
-			return m, chat.InvalidRequest("", "header X-Phasegate-Envelope %s", err)
+			return m, chat.InvalidRequest(EnvelopeHeader, "header X-Phasegate-Envelope %s", err)
 		}
 		return m, nil
 	}

@@ -191,8 +191,8 @@ func TestRetrieveSimulatedModel(t *testing.T) {
 }
 
 // TestSimulatedIdentityOnEveryDoor: with no provider configured, an answer
-// names the model the client asked for, on the chat route and the
-// Responses API alike, streamed or not, guarded or passed through.
+// names the model the client asked for, on the chat route, the Responses
+// API and the Messages API alike, streamed or not.
 func TestSimulatedIdentityOnEveryDoor(t *testing.T) {
 	gw := simGateway(t)
 	const model = "deepseek-v4-flash"
@@ -203,6 +203,8 @@ func TestSimulatedIdentityOnEveryDoor(t *testing.T) {
 			`"tools":[{"type":"function","function":{"name":"get_weather","parameters":{"type":"object","properties":{"city":{"type":"string"}},"required":["city"]}}}]}`},
 		{"/v1/responses", `{"model":"` + model + `","input":"Hello"}`},
 		{"/v1/responses", `{"model":"` + model + `","input":"Hello","stream":true}`},
+		{"/v1/messages", `{"model":"` + model + `","max_tokens":64,"messages":[{"role":"user","content":"Hello"}]}`},
+		{"/v1/messages", `{"model":"` + model + `","max_tokens":64,"stream":true,"messages":[{"role":"user","content":"Hello"}]}`},
 	} {
 		resp, err := gw.Client().Post(gw.URL+tc.path, "application/json", strings.NewReader(tc.body))
 		if err != nil {

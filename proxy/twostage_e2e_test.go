@@ -927,7 +927,8 @@ func TestE2EInvalidUpstreamAnswer(t *testing.T) {
 }
 
 // TestTwoStageE2EBadLimitHeaders: budget headers that are not whole numbers
-// of 1 or more, and an unknown mode, are the client's error.
+// of 1 or more, and an unknown mode, are the client's error, whose param
+// names the header at fault.
 func TestTwoStageE2EBadLimitHeaders(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
@@ -946,6 +947,12 @@ func TestTwoStageE2EBadLimitHeaders(t *testing.T) {
 			resp, got := tsPost(t, gw, "/v1/chat/completions", tsBody(true, ""), tt.header)
 			if resp.StatusCode != http.StatusBadRequest {
 				t.Errorf("status = %d, want 400: %s", resp.StatusCode, got)
+			}
+			var e struct{ Error struct{ Param string } }
+			for name := range tt.header {
+				if err := json.Unmarshal([]byte(got), &e); err != nil || e.Error.Param != name {
+					t.Errorf("param of %s, want %s", got, name)
+				}
 			}
 			if n := len(up.Received()); n != 0 {
 				t.Errorf("upstream calls = %d, want none", n)

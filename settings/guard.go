@@ -2,6 +2,7 @@ package settings
 
 import (
 	"encoding/json"
+	"strings"
 
 	"gopkg.in/yaml.v3"
 
@@ -230,14 +231,31 @@ func yamlJSON(n *yaml.Node) any {
 }
 
 // echo is the value of n as its error quotes it, with the ": " that
-// follows: a scalar as written, an empty one as empty. A list or a
-// mapping is not quoted: its own errors name the entry at fault.
+// follows: a scalar as written, an empty one as empty, a list where one
+// value was wanted in YAML's flow style ([agent]) when that fits on a
+// short line. A mapping is not quoted: its own errors name the entry at
+// fault.
 func echo(n *yaml.Node) string {
 	switch {
+	case n.Kind == yaml.SequenceNode:
+		return flowEcho(n)
 	case n.Kind != yaml.ScalarNode:
 		return ""
 	case n.Value == "":
 		return "empty: "
 	}
 	return n.Value + ": "
+}
+
+// flowEcho is the list n written in YAML's flow style with ": " after it,
+// or "" when that takes more than one short line.
+func flowEcho(n *yaml.Node) string {
+	c := *n
+	c.Style = yaml.FlowStyle
+	b, err := yaml.Marshal(&c)
+	s := strings.TrimSpace(string(b))
+	if err != nil || len(s) > 60 || strings.Contains(s, "\n") {
+		return ""
+	}
+	return s + ": "
 }

@@ -269,7 +269,12 @@ func carried(raw json.RawMessage, scripted map[string]any) map[string]any {
 }
 
 // bestTool is the declared tool whose name and description share the most
-// words with the last user message, the first declared one on a tie.
+// words with the last user message, the first declared one on a tie. A
+// tool that starts an agent is not called while there is another: a
+// coding agent's first tool is often its subagent tool, whose long
+// description shares words with any message (and with the context the
+// agent puts in its user messages); each subagent it started would start
+// another, where a model would have used the tool at hand.
 func bestTool(req *chat.Request) chat.FunctionDef {
 	said := map[string]bool{}
 	for i := len(req.Messages) - 1; i >= 0; i-- {
@@ -280,8 +285,12 @@ func bestTool(req *chat.Request) chat.FunctionDef {
 			break
 		}
 	}
-	best, score := req.Tools[0].Function, 0
-	for _, t := range req.Tools {
+	tools := slices.DeleteFunc(slices.Clone(req.Tools), func(t chat.Tool) bool { return startsAgent(t.Function.Name) })
+	if len(tools) == 0 {
+		tools = req.Tools
+	}
+	best, score := tools[0].Function, 0
+	for _, t := range tools {
 		n := 0
 		for _, w := range strings.FieldsFunc(strings.ToLower(t.Function.Name+" "+t.Function.Description), notWordRune) {
 			if len(w) > 2 && said[w] {
@@ -293,6 +302,14 @@ func bestTool(req *chat.Request) chat.FunctionDef {
 		}
 	}
 	return best
+}
+
+// startsAgent reports whether a tool's name says it starts an agent:
+// Claude Code's Agent, Codex's spawn_agent, the task tool of Qwen Code and
+// OpenCode.
+func startsAgent(name string) bool {
+	name = strings.ToLower(name)
+	return namesAgent(name) || name == "task"
 }
 
 func notWordRune(r rune) bool {

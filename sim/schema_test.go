@@ -77,7 +77,9 @@ func TestToolCallFollowsSchema(t *testing.T) {
 }
 
 // TestToolCallPicksFittingTool: of several declared tools, phasegate-sim
-// calls the one the user's message speaks of, the first on a tie.
+// calls the one the user's message speaks of, the first on a tie; never a
+// tool that starts an agent while another is declared, even when the
+// message speaks of agents.
 func TestToolCallPicksFittingTool(t *testing.T) {
 	t.Parallel()
 	time := schemaTool("get_time", `{"type":"object","properties":{"timezone":{"type":"string"}},"required":["timezone"]}`)
@@ -86,6 +88,19 @@ func TestToolCallPicksFittingTool(t *testing.T) {
 		body := `{"model":"phasegate-sim","messages":[{"role":"user","content":"` + prompt + `"}],"tools":[` + time + `,` + weather + `]}`
 		if got := callOf(t, body).Name; got != want {
 			t.Errorf("%q: called %s, want %s", prompt, got, want)
+		}
+	}
+	prompt := `{"type":"object","properties":{"prompt":{"type":"string"}},"required":["prompt"]}`
+	bash := schemaTool("Bash", `{"type":"object","properties":{"command":{"type":"string"}},"required":["command"]}`)
+	for _, tt := range []struct{ prompt, agent, want string }{
+		{"Hello", "Agent", "Bash"},
+		{"Hello", "spawn_agent", "Bash"},
+		{"Hello", "task", "Bash"},
+		{"Start an agent for this", "Agent", "Bash"},
+	} {
+		body := `{"model":"phasegate-sim","messages":[{"role":"user","content":"` + tt.prompt + `"}],"tools":[` + schemaTool(tt.agent, prompt) + `,` + bash + `]}`
+		if got := callOf(t, body).Name; got != tt.want {
+			t.Errorf("%q with %s declared first: called %s, want %s", tt.prompt, tt.agent, got, tt.want)
 		}
 	}
 }

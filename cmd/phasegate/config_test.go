@@ -203,7 +203,7 @@ func TestInvalid(t *testing.T) {
 		{name: "bad guard mode", env: map[string]string{"GUARD_MODE": "watch"}, wantIn: "GUARD_MODE=watch: must be enforce or observe"},
 		{name: "bad hosted tools", env: map[string]string{"HOSTED_TOOLS": "keep"}, wantIn: "HOSTED_TOOLS=keep: must be drop or refuse"},
 		{name: "bad guard mode of a model", file: "guard:\n  modes:\n    gpt-*: audit\n", wantIn: `:4: guard: modes: gpt-*: audit: must be enforce or observe`},
-		{name: "bad guard mode of a project", file: "guard:\n  projects:\n    payments: [enforce]\n", wantIn: `:4: guard: projects: payments: must be enforce or observe`},
+		{name: "bad guard mode of a project", file: "guard:\n  projects:\n    payments: [enforce]\n", wantIn: `:4: guard: projects: payments: [enforce]: must be enforce or observe`},
 		{name: "guard projects as a list", file: "guard:\n  projects: [payments]\n", wantIn: ":3: guard: projects must be a mapping of project names to enforce or observe"},
 		{name: "unknown guard key", file: "guard:\n  mode: observe\n", wantIn: ":3: guard: unknown key mode; did you mean modes?"},
 		{name: "negative budget", env: map[string]string{"MAX_PHASE_CYCLES": "-1"}, wantIn: "MAX_PHASE_CYCLES=-1: must be a whole number of 1 or more"},
@@ -591,7 +591,7 @@ func TestFileWrongTypes(t *testing.T) {
 		{file: "routes:\n  - model: {a: b}\n    provider: openai\n", want: ":2: routes[0]: model must be a single value"},
 		{file: "guard: [models]\n", want: ":1: guard must be a mapping with keys models, modes, projects"},
 		{file: "guard:\n  models:\n    gpt-*: 3\n", want: ":3: guard: models: gpt-*: 3: must be strict or agent"},
-		{file: "envelopes:\n  phases:\n    review: [a]\n", want: ":3: envelopes: phases: review: must be a JSON Schema (a mapping)"},
+		{file: "envelopes:\n  phases:\n    review: [a]\n", want: ":3: envelopes: phases: review: [a]: must be a JSON Schema (a mapping)"},
 		{file: "plan_tools: [read, {x: 1}]\n", want: ":1: plan_tools: each item of the list must be one name"},
 		{file: "log_level: {warn: true}\n", want: ":1: log_level must be a single value, not a list or a mapping"},
 	} {
@@ -637,7 +637,7 @@ models:
 	want := []string{
 		"MAX_DUPLICATE_ATTEMPTS=0: must be a whole number of 1 or more",
 		":3: guard: modes: gpt-*: obsrve: must be enforce or observe",
-		":5: guard: models: deepseek-*: must be strict or agent",
+		":5: guard: models: deepseek-*: [agent]: must be strict or agent",
 		":6: max_phase_cycles: -1: must be a whole number of 1 or more",
 		":7: show_notices: maybe: must be true or false",
 		":9: routes: model x: provider nope is not a provider: the providers are deepseek and openai",

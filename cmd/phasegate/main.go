@@ -93,10 +93,16 @@ func signalContext(interactive bool) (ctx context.Context, stop func()) {
 }
 
 // isTerminal reports whether f is a terminal (a character device), as
-// stdin is when a person started the gateway by hand.
+// stdin is when a person started the gateway by hand. The null device is
+// a character device too, and the stdin of a process started with none
+// (by a container engine, a service manager, exec.Cmd): it is not one.
 func isTerminal(f *os.File) bool {
 	fi, err := f.Stat()
-	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+	if err != nil || fi.Mode()&os.ModeCharDevice == 0 {
+		return false
+	}
+	null, err := os.Stat(os.DevNull)
+	return err != nil || !os.SameFile(fi, null)
 }
 
 // dispatch runs the subcommand args name: the gateway by default, demo,

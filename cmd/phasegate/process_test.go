@@ -365,3 +365,60 @@ func showProbes(ps []probe, since time.Time) string {
 	}
 	return b.String()
 }
+
+// TestProcessSecondSignalStopsAtOnce: a SIGINT from elsewhere than a
+// terminal (the gateway's stdin is the null device, as under a container
+// engine or a service manager) drains as SIGTERM does, for the whole
+// drain delay; a second signal ends the process at once, without waiting
+// for the delay.
+func TestProcessSecondSignalStopsAtOnce(t *testing.T) {
+	t.Parallel()
+	c := startProcess(t, map[string]string{"SHUTDOWN_DRAIN_DELAY": "1h"})
+	if err := c.cmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(wait)
+	for !strings.Contains(c.log(), `"msg":"draining`) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no drain logged within %v of SIGINT; the gateway's log:\n%s", wait, c.log())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if !strings.Contains(c.log(), `"delay":"1h0m0s"`) {
+		t.Errorf("a SIGINT with no terminal did not drain for SHUTDOWN_DRAIN_DELAY:\n%s", c.log())
+	}
+	if err := c.cmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-c.exited:
+	case <-time.After(wait):
+		t.Fatalf("the gateway still runs %v after a second signal; its log:\n%s", wait, c.log())
+	}
+	var ee *exec.ExitError
+	if !errors.As(c.err, &ee) {
+		t.Fatalf("the gateway exited with %v after a second signal, want it ended by the signal", c.err)
+	}
+	if ws, ok := ee.Sys().(syscall.WaitStatus); !ok || !ws.Signaled() || ws.Signal() != syscall.SIGINT {
+		t.Errorf("the gateway exited with %v, want it ended by the second SIGINT", c.err)
+	}
+}
+
+// TestIsTerminal: neither the null device nor a file is a terminal.
+func TestIsTerminal(t *testing.T) {
+	null, err := os.Open(os.DevNull)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer null.Close()
+	f, err := os.Create(filepath.Join(t.TempDir(), "f"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	for _, f := range []*os.File{null, f} {
+		if isTerminal(f) {
+			t.Errorf("isTerminal(%s) = true", f.Name())
+		}
+	}
+}

@@ -6,7 +6,8 @@
 // is the address, the gateway's free port in place of localhost:8080. A
 // Node example runs with a guard on fetch that records every URL it asks
 // for and refuses any host but the gateway's, so an SDK that phones home
-// (the Agents SDK's trace export) fails its example.
+// (the Agents SDK's trace export) fails its example. The examples that
+// start a coding agent's CLI are run by e2e/agents, which installs them.
 
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
@@ -20,11 +21,31 @@ export const docsURL = 'http://localhost:8080';
 const helloAnswer = /You said: Hello/;
 const e2eDir = path.join(import.meta.dirname, '..');
 
-/** The examples of the documentation in the languages langs, in page order. */
+/** The coding-agent CLIs; e2e/agents, which installs them, runs their examples. */
+export const agentCommands = ['claude', 'codex', 'qwen', 'opencode'];
+
+/** The coding-agent CLI a shell block starts (a line's first word after VAR=value words), or undefined. */
+export function agentOf(block) {
+  if (block.lang !== 'sh') return undefined;
+  for (const line of block.code.split('\n')) {
+    const command = line.trim().split(/\s+/).find((word) => !/^\w+=/.test(word));
+    if (agentCommands.includes(command)) return command;
+  }
+  return undefined;
+}
+
+/** The examples of the documentation in the languages langs, in page order, but those that start a coding agent. */
 export function examples(...langs) {
   return pages()
     .flatMap(codeBlocks)
-    .filter((b) => langs.includes(b.lang) && b.code.includes(docsURL));
+    .filter((b) => langs.includes(b.lang) && b.code.includes(docsURL) && !agentOf(b));
+}
+
+/** The examples of the documentation that start a coding agent, in page order. */
+export function agentExamples() {
+  return pages()
+    .flatMap(codeBlocks)
+    .filter((b) => b.code.includes(docsURL) && agentOf(b));
 }
 
 /** A place to run examples from, inside e2e/ (so that its packages resolve); remove() deletes it. */
