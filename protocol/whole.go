@@ -9,24 +9,22 @@ import (
 	"github.com/phasegate/phasegate/chat"
 )
 
-// wholeAnswer is what the guard reads of a whole chat.completion.
-type wholeAnswer struct {
-	Choices []struct {
-		Message struct {
-			Role             string          `json:"role"`
-			Content          *string         `json:"content"`
-			ReasoningContent *string         `json:"reasoning_content"`
-			ToolCalls        []chat.ToolCall `json:"tool_calls"`
-		} `json:"message"`
-		FinishReason *string `json:"finish_reason"`
-	} `json:"choices"`
-	Usage json.RawMessage `json:"usage"`
+// wholeChoice is what the guard reads of a whole chat.completion's
+// choice.
+type wholeChoice struct {
+	Message struct {
+		Role             string          `json:"role"`
+		Content          *string         `json:"content"`
+		ReasoningContent *string         `json:"reasoning_content"`
+		ToolCalls        []chat.ToolCall `json:"tool_calls"`
+	} `json:"message"`
+	FinishReason *string `json:"finish_reason"`
 }
 
 // wholeEvents yields the chunks a stream of body, a whole chat.completion,
 // would have carried, so the guard's reader reads a whole answer step by
-// step as it reads a stream, every rule applied: the usage first (an
-// answer the guard stops at its first call has reported what it cost), the
+// step as it reads a stream, every rule applied: the usage first, alone
+// (an answer the guard stops early has reported what it cost), the
 // opening, the reasoning, the content, the tool calls of the first choice
 // (each a chunk of its own kind), the finish, [DONE]. Each chunk carries
 // the completion's id, created, model, system_fingerprint and every
@@ -57,12 +55,12 @@ func wholeEvents(body []byte) iter.Seq2[[]byte, error] {
 // ok when body is not a chat.completion with a choice.
 func completionChunks(body []byte) ([][]byte, bool) {
 	var top map[string]json.RawMessage
-	var w wholeAnswer
-	if json.Unmarshal(body, &top) != nil || json.Unmarshal(body, &w) != nil || len(w.Choices) == 0 {
+	var choices []wholeChoice
+	if json.Unmarshal(body, &top) != nil || json.Unmarshal(top["choices"], &choices) != nil || len(choices) == 0 {
 		return nil, false
 	}
 	head := wholeHead(top)
-	ch := w.Choices[0]
+	ch := choices[0]
 	var out [][]byte
 	add := func(choices string, v any) {
 		b, err := json.Marshal(v)
@@ -71,9 +69,8 @@ func completionChunks(body []byte) ([][]byte, bool) {
 			out = append(out, append(append(append(append(c, head...), choices...), b...), `}]}`...))
 		}
 	}
-	if len(w.Usage) > 0 && string(w.Usage) != "null" {
-		c := append(append([]byte{}, head...), `[],"usage":`...)
-		out = append(out, append(append(c, w.Usage...), '}'))
+	if u := top["usage"]; len(u) > 0 && string(u) != "null" {
+		out = append(out, append(append([]byte(`{"choices":[],"usage":`), u...), '}'))
 	}
 	const delta = `[{"index":0,"finish_reason":null,"delta":`
 	role := ch.Message.Role
@@ -98,7 +95,7 @@ func completionChunks(body []byte) ([][]byte, bool) {
 	if ch.FinishReason != nil {
 		add(`[{"index":0,"delta":{},"finish_reason":`, *ch.FinishReason)
 	}
-	return out, len(out) > 0
+	return out, true
 }
 
 // wholeHead is the start every chunk of a completion whose top-level
