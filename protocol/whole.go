@@ -26,9 +26,12 @@ type wholeChoice struct {
 // step as it reads a stream, every rule applied: the usage first, alone
 // (an answer the guard stops early has reported what it cost), the
 // opening, the reasoning, the content, the tool calls of the first choice
-// (each a chunk of its own kind), the finish, [DONE]. Each chunk carries
-// the completion's id, created, model, system_fingerprint and every
-// top-level member the guard does not read, as a stream's chunks do. A
+// (each a chunk of its own kind), the finish, [DONE]. Each chunk after
+// the usage's carries the completion's id, created, model,
+// system_fingerprint and every top-level member the guard does not read,
+// as a stream's chunks do. The degenerate text rule reads the content
+// whole: an answer that ends in repetition is cut, one that repeated
+// itself for a while and went on is not. A
 // body that is not such a completion is an *InvalidResponseError, with
 // the upstream's message when it is an error object.
 func wholeEvents(body []byte) iter.Seq2[[]byte, error] {
