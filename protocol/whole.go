@@ -1,12 +1,14 @@
 package protocol
 
 import (
+	"bytes"
 	"encoding/json"
 	"iter"
 	"maps"
 	"slices"
 
 	"github.com/phasegate/phasegate/chat"
+	"github.com/phasegate/phasegate/internal/jsonscan"
 )
 
 // wholeChoice is what the guard reads of a whole chat.completion's
@@ -57,6 +59,15 @@ func wholeEvents(body []byte) iter.Seq2[[]byte, error] {
 // completionChunks builds wholeEvents' chunks of body, [DONE] aside; not
 // ok when body is not a chat.completion with a choice.
 func completionChunks(body []byte) ([][]byte, bool) {
+	if out, ok := walkCompletion(body); ok {
+		return out, true
+	}
+	return decodeCompletion(body)
+}
+
+// decodeCompletion is completionChunks by encoding/json: for what the walk
+// leaves, and the reference it is fuzzed against.
+func decodeCompletion(body []byte) ([][]byte, bool) {
 	var top map[string]json.RawMessage
 	var choices []wholeChoice
 	if json.Unmarshal(body, &top) != nil || json.Unmarshal(top["choices"], &choices) != nil || len(choices) == 0 {
@@ -115,3 +126,168 @@ func wholeHead(top map[string]json.RawMessage) []byte {
 	}
 	return append(h, `,"choices":`...)
 }
+
+// rawCompletion is what walkCompletion reads of a chat.completion: raw
+// JSON values, spliced into the chunks as the upstream wrote them.
+type rawCompletion struct {
+	// head is the chunks' start: their object, then every top-level
+	// member but choices, usage and object, as written; keys are their
+	// keys, each between NULs.
+	head, keys                      []byte
+	usage, role, content, reasoning []byte
+	finish                          []byte
+	// calls: the message makes tool calls. slow: the walk leaves body to
+	// the decoder.
+	calls, slow                     bool
+	seenChoices, seenUsage, seenObj bool
+	seen                            uint8 // members of the first choice and its message
+}
+
+// walkCompletion is completionChunks in one walk, without decoding or
+// encoding: for a completion whose first choice makes no tool call, whose
+// keys have no escape, and that gives no member twice; not ok leaves body
+// to completionChunks' decoder.
+func walkCompletion(body []byte) ([][]byte, bool) {
+	c := rawCompletion{head: []byte(`{"object":"chat.completion.chunk"`)}
+	w := jsonscan.Walk(body)
+	if w.Peek() != '{' {
+		return nil, false
+	}
+	w.Object(func(key []byte) { c.member(&w, key) })
+	w.End()
+	if w.Err() != nil || w.EscapedKey() || c.slow || c.calls || c.role == nil && c.content == nil {
+		return nil, false
+	}
+	return c.chunks(), true
+}
+
+// member reads one top-level member.
+func (c *rawCompletion) member(w *jsonscan.Walker, key []byte) {
+	switch string(key) {
+	case "choices":
+		c.slow = c.slow || c.seenChoices
+		c.seenChoices = true
+		first := true
+		w.Array(func() {
+			if !first {
+				w.Value()
+				return
+			}
+			first = false
+			w.Object(func(key []byte) { c.choice(w, key) })
+		})
+	case "usage":
+		c.slow = c.slow || c.seenUsage
+		c.seenUsage = true
+		c.usage = w.Value()
+	case "object":
+		c.slow = c.slow || c.seenObj
+		c.seenObj = true
+		w.Value()
+	default:
+		c.slow = c.slow || foldsTo(key, "choices", "usage", "object") || bytes.Contains(c.keys, append(append([]byte{0}, key...), 0))
+		c.keys = append(append(append(c.keys, 0), key...), 0)
+		c.head = append(append(append(append(c.head, ',', '"'), key...), '"', ':'), w.Value()...)
+	}
+}
+
+// choice reads one member of the first choice.
+func (c *rawCompletion) choice(w *jsonscan.Walker, key []byte) {
+	switch string(key) {
+	case "message":
+		c.slow = c.slow || c.seen&seenMessage != 0
+		c.seen |= seenMessage
+		w.Object(func(key []byte) { c.message(w, key) })
+	case "finish_reason":
+		c.finish = c.text(seenFinish, w.Value())
+	default:
+		c.slow = c.slow || foldsTo(key, "message", "finish_reason")
+		w.Value()
+	}
+}
+
+// message reads one member of the first choice's message.
+func (c *rawCompletion) message(w *jsonscan.Walker, key []byte) {
+	switch string(key) {
+	case "role":
+		c.role = c.text(seenRole, w.Value())
+	case "content":
+		c.content = c.text(seenContent, w.Value())
+	case "reasoning_content":
+		c.reasoning = c.text(seenReasoning, w.Value())
+	case "tool_calls":
+		c.slow = c.slow || c.seen&seenCalls != 0
+		c.seen |= seenCalls
+		v := w.Value()
+		c.calls = string(v) != "null" && string(v) != "[]"
+	default:
+		c.slow = c.slow || foldsTo(key, "role", "content", "reasoning_content", "tool_calls")
+		w.Value()
+	}
+}
+
+// Members of the first choice, and of its message, read so far.
+const (
+	seenMessage uint8 = 1 << iota
+	seenFinish
+	seenRole
+	seenContent
+	seenReasoning
+	seenCalls
+)
+
+// text returns v, the value of the member bit, a string or null; a
+// member given twice, or of another type, leaves the completion to the
+// decoder.
+func (c *rawCompletion) text(bit uint8, v []byte) []byte {
+	if c.seen&bit != 0 || len(v) == 0 || v[0] != '"' && string(v) != "null" {
+		c.slow = true
+	}
+	c.seen |= bit
+	return v
+}
+
+// foldsTo reports whether key names one of names as encoding/json matches
+// keys, without being spelt so.
+func foldsTo(key []byte, names ...string) bool {
+	for _, n := range names {
+		if jsonscan.KeyIs(key, false, n) {
+			return true
+		}
+	}
+	return false
+}
+
+// chunks builds the chunks, [DONE] aside.
+func (c *rawCompletion) chunks() [][]byte {
+	var out [][]byte
+	if len(c.usage) > 0 && string(c.usage) != "null" {
+		out = append(out, append(append([]byte(`{"choices":[],"usage":`), c.usage...), '}'))
+	}
+	add := func(parts ...string) {
+		b := append([]byte{}, c.head...)
+		b = append(b, `,"choices":[{"index":0,`...)
+		for _, p := range parts {
+			b = append(b, p...)
+		}
+		out = append(out, append(b, `}]}`...))
+	}
+	role := string(c.role)
+	if role == "" || role == "null" || role == `""` {
+		role = `"` + chat.RoleAssistant + `"`
+	}
+	add(`"finish_reason":null,"delta":{"role":`, role, `,"content":""}`)
+	if said(c.reasoning) {
+		add(`"finish_reason":null,"delta":{"reasoning_content":`, string(c.reasoning), `}`)
+	}
+	if said(c.content) {
+		add(`"finish_reason":null,"delta":{"content":`, string(c.content), `}`)
+	}
+	if len(c.finish) > 0 && string(c.finish) != "null" {
+		add(`"delta":{},"finish_reason":`, string(c.finish))
+	}
+	return out
+}
+
+// said reports whether v, a raw string or null, says something.
+func said(v []byte) bool { return len(v) > 2 && v[0] == '"' }
