@@ -42,7 +42,13 @@ type Assembler struct {
 type chunkTemplate struct {
 	prefix, suffix []byte
 	chunk          Chunk
-	top            map[string]json.RawMessage
+	extra          []member
+}
+
+// member is a top-level member of a chunk, its key unescaped.
+type member struct {
+	key string
+	val json.RawMessage
 }
 
 // read returns the content of data when it has the learned shape.
@@ -63,13 +69,13 @@ func (t *chunkTemplate) read(data []byte) (string, bool) {
 }
 
 // learn learns the shape of data, a chunk decoded as c with top-level
-// fields top, when it is a text chunk: one choice, index 0, a content of
+// members extra beside the known ones, when it is a text chunk: one choice, index 0, a content of
 // plain text, no tool calls (whose fragments are not idempotent). The
 // content's body must be the unescaped string of data's one "content"
 // key (at any depth, as the decoder matches keys); that it
 // is where the decoder read the content from is checked by decoding data
 // with another body there. Called until one chunk of an answer is learned.
-func (t *chunkTemplate) learn(data []byte, c Chunk, top map[string]json.RawMessage) {
+func (t *chunkTemplate) learn(data []byte, c Chunk, extra []member) {
 	if len(c.Choices) != 1 || c.Choices[0].Index != 0 {
 		return
 	}
@@ -99,7 +105,7 @@ func (t *chunkTemplate) learn(data []byte, c Chunk, top map[string]json.RawMessa
 	}
 	kept := bytes.Clone(data)
 	t.prefix, t.suffix = kept[:start:start], kept[end:]
-	t.chunk, t.top = c, top
+	t.chunk, t.extra = c, extra
 }
 
 var chunkKnown = map[string]bool{"id": true, "object": true, "created": true, "model": true, "system_fingerprint": true, "choices": true, "usage": true}
@@ -109,34 +115,77 @@ var chunkKnown = map[string]bool{"id": true, "object": true, "created": true, "m
 // not kept.
 func (a *Assembler) Add(data []byte) error {
 	if text, ok := a.tpl.read(data); ok {
-		a.apply(&a.tpl.chunk, a.tpl.top, &text)
+		a.apply(&a.tpl.chunk, a.tpl.extra, &text)
 		return nil
 	}
 	c, err := DecodeChunk(data)
 	if err != nil {
 		return err
 	}
-	var top map[string]json.RawMessage
-	if err := json.Unmarshal(data, &top); err != nil {
-		return fmt.Errorf("decode chunk: %w", err)
+	extra, ok := a.extraMembers(data)
+	if !ok {
+		if extra, err = decodeExtra(data); err != nil {
+			return err
+		}
 	}
-	a.apply(&c, top, nil)
+	a.apply(&c, extra, nil)
 	if a.tpl.prefix == nil && !a.decodeAll {
-		a.tpl.learn(data, c, top)
+		a.tpl.learn(data, c, extra)
 	}
 	return nil
 }
 
-// apply adds a decoded chunk c, whose top-level fields are top; content,
-// when set, stands for the content of its choice 0.
-func (a *Assembler) apply(c *Chunk, top map[string]json.RawMessage, content *string) {
+// extraMembers returns the top-level members of data, a chunk that
+// decoded, whose keys are not chunkKnown, with their values copied, in
+// the order they come (a later one of a key given twice wins, as in a
+// map). Not ok leaves data to decodeExtra: a key with an escape, or not
+// valid UTF-8, which the decoder would not read as written.
+func (a *Assembler) extraMembers(data []byte) ([]member, bool) {
+	if a.decodeAll {
+		return nil, false
+	}
+	var extra []member
+	w := jsonscan.Walk(data)
+	plain := true
+	w.Object(func(key []byte) {
+		v := w.Value()
+		if chunkKnown[string(key)] {
+			return
+		}
+		plain = plain && utf8.Valid(key)
+		extra = append(extra, member{key: string(key), val: bytes.Clone(v)})
+	})
+	w.End()
+	if w.Err() != nil || w.EscapedKey() || !plain {
+		return nil, false
+	}
+	return extra, true
+}
+
+// decodeExtra is extraMembers by encoding/json, in no particular order.
+func decodeExtra(data []byte) ([]member, error) {
+	var top map[string]json.RawMessage
+	if err := json.Unmarshal(data, &top); err != nil {
+		return nil, fmt.Errorf("decode chunk: %w", err)
+	}
+	var extra []member
 	for k, v := range top {
 		if !chunkKnown[k] {
-			if a.extra == nil {
-				a.extra = map[string]json.RawMessage{}
-			}
-			a.extra[k] = v
+			extra = append(extra, member{key: k, val: v})
 		}
+	}
+	return extra, nil
+}
+
+// apply adds a decoded chunk c, whose top-level members beside the known
+// ones are extra; content, when set, stands for the content of its
+// choice 0.
+func (a *Assembler) apply(c *Chunk, extra []member, content *string) {
+	for _, m := range extra {
+		if a.extra == nil {
+			a.extra = map[string]json.RawMessage{}
+		}
+		a.extra[m.key] = m.val
 	}
 	if a.header.ID == "" {
 		a.header = ChunkHeader{ID: c.ID, Created: c.Created, Model: c.Model, SystemFingerprint: c.SystemFingerprint}

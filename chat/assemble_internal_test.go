@@ -18,6 +18,7 @@ func FuzzAssemblerTemplate(f *testing.F) {
 	f.Add(head+`{"content":"TEXT"},"logprobs":{"content":"TEXT"},"finish_reason":null}]}`, "a|a|b", head+`{"content":"TEXT"}}]}`)
 	f.Add(`{"choices":[{"index":0,"delta":{"content":"\u0041TEXT"}}],"choices":[{"index":0,"delta":{"content":"TEXT"}}]}`, "x|y", `{"id":"c2","choices":[]}`)
 	f.Add(head+`{"content":"TEXT","tool_calls":[{"index":0,"function":{"arguments":"{"}}]}}]}`, "q|r", head+`{"content":"TEXT"}}]}`)
+	f.Add(head+`{"content":"TEXT"}}],"x":1,"x":{"a": [1, 2]}}`, "a|b", `{"choices":[], "x" : 2 ,"\u0079":3,"usage":null}`)
 	f.Fuzz(func(t *testing.T, base, texts, other string) {
 		if len(base)+len(texts)+len(other) > 4096 {
 			return

@@ -59,8 +59,19 @@ type ToolCallDelta struct {
 	} `json:"function"`
 }
 
-// DecodeChunk decodes the data of one SSE event.
+// DecodeChunk decodes the data of one SSE event, as encoding/json does: a
+// chunk of the usual shape in one walk (walkChunk), anything else by
+// encoding/json itself.
 func DecodeChunk(data []byte) (Chunk, error) {
+	if c, ok := walkChunk(data); ok {
+		return c, nil
+	}
+	return decodeChunkJSON(data)
+}
+
+// decodeChunkJSON is DecodeChunk by encoding/json: the reference walkChunk
+// is fuzzed against.
+func decodeChunkJSON(data []byte) (Chunk, error) {
 	var c Chunk
 	if err := json.Unmarshal(data, &c); err != nil {
 		return Chunk{}, fmt.Errorf("decode chunk: %w", err)

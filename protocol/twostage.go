@@ -84,6 +84,13 @@ type TwoStageConfig struct {
 	// message on every upstream call, before any violation
 	// (GUARD_RULES_NOTICE); a request's Limits may turn it on.
 	RulesNotice bool
+	// WholeAnswers asks the upstream for a whole answer when the client
+	// asked for one (GUARD_WHOLE_ANSWERS): one body read instead of a
+	// stream of events, each rule applied to the whole answer as it is to
+	// a stream. The guard then cannot stop the upstream at the first
+	// complete tool call or cut a degenerate answer early: the upstream
+	// generates, and bills, the whole answer. Off asks for a stream.
+	WholeAnswers bool
 	// Metrics counts the guard's decisions; nil counts nothing.
 	Metrics *metrics.Metrics
 }
@@ -453,16 +460,10 @@ func (r *guardRun) withRules(msgs, history []chat.Message) []chat.Message {
 // tools were taken away.
 func (r *guardRun) upstreamRequest(final bool) (*chat.Request, Prompt, error) {
 	req := r.x.Request.Clone()
-	if err := req.Set("stream", true); err != nil {
-		return nil, Prompt{}, &GuardError{Err: fmt.Errorf("build upstream request: %w", err)}
-	}
-	so := map[string]json.RawMessage{}
-	if raw, ok := req.Field("stream_options"); ok {
-		_ = json.Unmarshal(raw, &so) // a non-object is replaced
-	}
-	so["include_usage"] = json.RawMessage("true")
-	if err := req.Set("stream_options", so); err != nil {
-		return nil, Prompt{}, &GuardError{Err: fmt.Errorf("build upstream request: %w", err)}
+	if !r.whole() {
+		if err := streamWithUsage(req); err != nil {
+			return nil, Prompt{}, err
+		}
 	}
 	if len(r.extra) > 0 || r.rules != "" {
 		msgs := make([]chat.Message, 0, len(req.Messages)+len(r.extra)+1)
@@ -490,6 +491,26 @@ func (r *guardRun) upstreamRequest(final bool) (*chat.Request, Prompt, error) {
 	// oldest first; the notices are system messages and stay.
 	p, err := r.x.Tokens.Fit(req)
 	return req, p, err
+}
+
+// whole reports whether the guard asks the upstream for whole answers:
+// WholeAnswers, for a client that asked for one.
+func (r *guardRun) whole() bool { return r.g.cfg.WholeAnswers && !r.x.Request.Stream }
+
+// streamWithUsage makes req a stream that reports its usage.
+func streamWithUsage(req *chat.Request) error {
+	if err := req.Set("stream", true); err != nil {
+		return &GuardError{Err: fmt.Errorf("build upstream request: %w", err)}
+	}
+	so := map[string]json.RawMessage{}
+	if raw, ok := req.Field("stream_options"); ok {
+		_ = json.Unmarshal(raw, &so) // a non-object is replaced
+	}
+	so["include_usage"] = json.RawMessage("true")
+	if err := req.Set("stream_options", so); err != nil {
+		return &GuardError{Err: fmt.Errorf("build upstream request: %w", err)}
+	}
+	return nil
 }
 
 // refusal is a call the guard did not forward.
@@ -557,6 +578,9 @@ func (r *guardRun) open(ctx context.Context, req *chat.Request, p Prompt) (*answ
 	a, err := openAnswer(ctx, r.s, req, p, rd)
 	if err != nil {
 		return nil, err
+	}
+	if a.resp.Events == nil && r.whole() {
+		a.resp.Events = wholeEvents(a.resp.Body)
 	}
 	if a.resp.Events == nil {
 		err := invalidResponse(nil, "the upstream answered a stream request without a stream")

@@ -98,9 +98,10 @@ func BenchmarkGuardProfiles(b *testing.B) {
 
 // BenchmarkSmallAnswer serves an agent's final answer, a small
 // non-streaming answer (nine words) to a request that declares a tool,
-// through /standard/v1 (the upstream's whole answer passed on) and
+// through /standard/v1 (the upstream's whole answer passed on),
 // /two-stage/v1 (the guard asks for a stream of 13 events and builds the
-// answer), and reports the CPU time of the whole process per request: the
+// answer) and /two-stage/v1 of a guard with whole answers (it asks for the
+// whole answer and reads it as a stream of six chunks), and reports the CPU time of the whole process per request: the
 // difference between the routes is the guard's.
 //
 //	go test ./proxy -run '^$' -bench '^BenchmarkSmallAnswer$' -benchtime 3000x -benchmem -count 5
@@ -112,7 +113,7 @@ func BenchmarkSmallAnswer(b *testing.B) {
 		map[string]any{"prompt_tokens": 24, "completion_tokens": 9, "total_tokens": 33})
 	body := `{"model":"` + testModel + `","messages":[{"role":"system","content":"You are a coding agent."},{"role":"user","content":"Why does the test fail?"}],` +
 		`"tools":[{"type":"function","function":{"name":"read_file","parameters":{"type":"object","properties":{"path":{"type":"string"}},"required":["path"]}}}]}`
-	for _, route := range []string{"standard", "two-stage"} {
+	for _, route := range []string{"standard", "two-stage", "two-stage-whole"} {
 		b.Run(route, func(b *testing.B) {
 			_, usrv := proxytest.NewServer(b, func(r proxytest.Received) sim.Reply {
 				if strings.Contains(string(r.Body), `"stream":true`) {
@@ -120,8 +121,9 @@ func BenchmarkSmallAnswer(b *testing.B) {
 				}
 				return whole
 			})
-			gw := serveGateway(b, config(usrv), proxy.Options{TwoStage: protocol.NewTwoStage(protocol.TwoStageConfig{}, nil)})
-			benchCPU(b, gw.URL+"/"+route+"/v1/chat/completions", body)
+			cfg := protocol.TwoStageConfig{WholeAnswers: route == "two-stage-whole"}
+			gw := serveGateway(b, config(usrv), proxy.Options{TwoStage: protocol.NewTwoStage(cfg, nil)})
+			benchCPU(b, gw.URL+"/"+strings.TrimSuffix(route, "-whole")+"/v1/chat/completions", body)
 		})
 	}
 }

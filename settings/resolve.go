@@ -42,6 +42,7 @@ type Settings struct {
 	// Profile is the guard's rules where guard: models: sets none.
 	Profile              protocol.Profile
 	RulesNotice          bool
+	WholeAnswers         bool
 	DefaultProtocol      string
 	MaxPhaseCycles       int
 	MaxDuplicateAttempts int
@@ -266,6 +267,7 @@ func (r *resolver) gateway() Settings {
 		TwoStage:             r.boolean(TwoStageEnabled),
 		ShowNotices:          r.boolean(ShowNotices),
 		RulesNotice:          r.boolean(GuardRulesNotice),
+		WholeAnswers:         r.boolean(GuardWholeAnswers),
 		ThinkingRepair:       r.boolean(ThinkingRepair),
 		ThinkingBytes:        int64(r.num(ThinkingMemoryBytes)),
 		ThinkingTTL:          r.dur(ThinkingMemoryTTL),

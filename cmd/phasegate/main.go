@@ -359,6 +359,7 @@ func newHandler(ctx context.Context, o options, log *slog.Logger, tp *sdktrace.T
 			MaxDuplicateAttempts: o.MaxDuplicateAttempts,
 			HideNotices:          !o.ShowNotices,
 			RulesNotice:          o.RulesNotice,
+			WholeAnswers:         o.WholeAnswers,
 			PlanTools:            o.PlanTools,
 			RepeatableTools:      o.RepeatableTools,
 			Profile:              o.Profile,
