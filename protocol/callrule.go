@@ -19,16 +19,16 @@ type callRule struct {
 	policy *tools.Policy
 }
 
-func (c callRule) judge(st Step, v view) decision {
+func (c callRule) judge(st *Step, v *view) *decision {
 	if st.Kind != StepCall && st.Kind != StepLeaked {
-		return decision{}
+		return nil
 	}
 	if v.final {
 		reason := "tool call in the forced final answer"
 		if st.Kind == StepLeaked {
 			reason = "leaked " + reason
 		}
-		return decision{act: actDrop, label: verdictDropped, reason: reason}
+		return &decision{act: actDrop, label: verdictDropped, reason: reason}
 	}
 	var j tools.Judgement
 	switch {
@@ -40,7 +40,7 @@ func (c callRule) judge(st Step, v view) decision {
 	default:
 		j = c.policy.Judge(st.Leak.Call)
 	}
-	d := decision{act: actRefuse, label: string(j.Verdict), judgement: j}
+	d := &decision{act: actRefuse, label: string(j.Verdict), judgement: j}
 	if j.Verdict == tools.VerdictForward {
 		d.act = actForward
 	}

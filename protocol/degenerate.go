@@ -53,31 +53,31 @@ type degenerateScan struct {
 // in the request and finishing the response after that (final, with
 // only a line for the client: a model that repeats itself twice will not
 // be told); actPass otherwise.
-func (d *degenerateScan) judge(st Step, v view) decision {
+func (d *degenerateScan) judge(st *Step, v *view) *decision {
 	if st.Kind != StepText {
-		return decision{}
+		return nil
 	}
-	field := d.step(st)
+	field := d.scan(st.Text, st.Thought)
 	switch {
 	case field == "":
-		return decision{}
+		return nil
 	case v.cut:
-		return decision{act: actCut, label: degenerateFinished, field: field, reason: field, final: true, shown: tools.ShownDegenerate(true)}
+		return &decision{act: actCut, label: degenerateFinished, field: field, reason: field, final: true, shown: tools.ShownDegenerate(true)}
 	}
-	return decision{act: actCut, label: degenerateReasked, field: field, reason: field, notice: tools.DegenerateNotice, shown: tools.ShownDegenerate(false)}
+	return &decision{act: actCut, label: degenerateReasked, field: field, reason: field, notice: tools.DegenerateNotice, shown: tools.ShownDegenerate(false)}
 }
 
 func (*degenerateScan) labels() (decided, counted []string) {
 	return []string{degenerateReasked, degenerateFinished}, metrics.DegenerateOutcomes
 }
 
-// step reads the text of a step and returns the field whose text became
-// degenerate, "content" or "reasoning_content", or "".
-func (d *degenerateScan) step(st Step) string {
+// scan reads the content and reasoning of a step and returns the field
+// whose text became degenerate, "content" or "reasoning_content", or "".
+func (d *degenerateScan) scan(content, reasoning string) string {
 	switch {
-	case st.Text != "" && d.content.add(st.Text):
+	case content != "" && d.content.add(content):
 		return "content"
-	case st.Thought != "" && d.reasoning.add(st.Thought):
+	case reasoning != "" && d.reasoning.add(reasoning):
 		return "reasoning_content"
 	}
 	return ""

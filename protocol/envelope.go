@@ -118,10 +118,10 @@ func newEnvelopeRule(mode EnvelopeMode, set *envelope.Set, max int) envelopeRule
 	return envelopeRule{mode: mode, set: set, max: max}
 }
 
-func (e envelopeRule) judge(st Step, v view) decision {
+func (e envelopeRule) judge(st *Step, v *view) *decision {
 	switch st.Kind {
 	case StepEnvelopeOpen:
-		return decision{act: actHold}
+		return &decision{act: actHold}
 	case StepEnvelope:
 		return e.judgeBody(st.Text, v)
 	case StepEnvelopeOver:
@@ -130,12 +130,12 @@ func (e envelopeRule) judge(st Step, v view) decision {
 			Errors: []string{fmt.Sprintf("the envelope is over %d bytes without its end delimiter %s", MaxEnvelopeBytes, envelope.EndDelimiter)}}, v)
 	case StepCall, StepLeaked:
 		if v.env.open {
-			return decision{act: actReport, label: envelopeInvalid, reason: "missing end delimiter before a tool call"}
+			return &decision{act: actReport, label: envelopeInvalid, reason: "missing end delimiter before a tool call"}
 		}
 	case StepFinish:
 		return e.atEnd(v)
 	}
-	return decision{}
+	return nil
 }
 
 func (envelopeRule) labels() (decided, counted []string) {
@@ -143,12 +143,12 @@ func (envelopeRule) labels() (decided, counted []string) {
 }
 
 // judgeBody judges one complete envelope.
-func (e envelopeRule) judgeBody(body string, v view) decision {
+func (e envelopeRule) judgeBody(body string, v *view) *decision {
 	res := e.set.Judge(body)
 	if !res.Valid {
 		return e.failed(res, v)
 	}
-	d := decision{act: actWrite, label: envelopeValid, envelope: &res, text: envelope.StartDelimiter + body + envelope.EndDelimiter,
+	d := &decision{act: actWrite, label: envelopeValid, envelope: &res, text: envelope.StartDelimiter + body + envelope.EndDelimiter,
 		report: &EnvelopeReport{Phase: res.Phase, Found: true, Valid: true, Repaired: res.Repaired, Errors: []string{}, Retries: v.env.retries}}
 	if res.Repaired {
 		d.label = envelopeRepaired
@@ -160,28 +160,28 @@ func (e envelopeRule) judgeBody(body string, v view) decision {
 // atEnd settles the rule when the answer finished without a tool call:
 // an envelope left open is invalid, and a missing one is asked again when
 // required.
-func (e envelopeRule) atEnd(v view) decision {
+func (e envelopeRule) atEnd(v *view) *decision {
 	if v.env.open {
 		return e.failed(envelope.Result{Errors: []string{"missing end delimiter " + envelope.EndDelimiter}}, v)
 	}
 	if v.env.reported {
-		return decision{} // judged, or given up on when it grew too long
+		return nil // judged, or given up on when it grew too long
 	}
 	missing := envelope.Result{Errors: []string{"missing start delimiter " + envelope.StartDelimiter}}
 	if e.mode == EnvelopeRequired {
 		return e.failed(missing, v)
 	}
-	return decision{act: actReport, label: envelopeMissing, envelope: &missing,
+	return &decision{act: actReport, label: envelopeMissing, envelope: &missing,
 		report: &EnvelopeReport{Errors: missing.Errors, Fallback: fallback(v.said.content())}}
 }
 
 // failed asks an invalid or missing envelope again while the budget
 // allows; with the budget spent, the report carries its errors and the
 // keyword fallback's verdict.
-func (e envelopeRule) failed(res envelope.Result, v view) decision {
+func (e envelopeRule) failed(res envelope.Result, v *view) *decision {
 	reason := strings.Join(res.Errors, "; ")
 	if v.env.retries < e.max {
-		return decision{act: actReask, label: envelopeRetried, reason: reason, envelope: &res,
+		return &decision{act: actReask, label: envelopeRetried, reason: reason, envelope: &res,
 			notice: e.set.Notice(res, ""), shown: envelopeShown(res, v.env.retries+1, e.max)}
 	}
 	signals := fallback(v.said.content())
@@ -189,7 +189,7 @@ func (e envelopeRule) failed(res envelope.Result, v view) decision {
 	if len(signals) > 0 {
 		outcome = envelopeFallback
 	}
-	return decision{act: actReport, label: outcome, reason: reason, envelope: &res,
+	return &decision{act: actReport, label: outcome, reason: reason, envelope: &res,
 		report: &EnvelopeReport{Phase: res.Phase, Found: res.Found, Errors: res.Errors, Retries: v.env.retries, Fallback: signals}}
 }
 

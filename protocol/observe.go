@@ -104,10 +104,10 @@ func toolResults(calls []chat.ToolCall, results map[string]chat.Message) []chat.
 // verdict.
 func (g *TwoStage) observeCall(ctx context.Context, x *Exchange, rules guardRules, tc chat.ToolCall) Observed {
 	o := Observed{Call: tc}
-	if d := rules.progressRule.judge(Step{}, view{}); d.act == actFinal {
+	if d := rules.progressRule.judge(&Step{}, &view{}); d != nil && d.act == actFinal {
 		o.Verdict, o.Reason = VerdictOverCycleBudget, fmt.Sprintf("the turn had spent its %d tool executions (%s)", rules.maxCycles, cycleBudgetName(rules.profile))
 	} else {
-		d := rules.calls.judge(Step{Kind: StepCall, Call: &tc}, view{})
+		d := rules.calls.judge(&Step{Kind: StepCall, Call: &tc}, &view{})
 		logSchemaErr(ctx, x.RequestID, d.judgement)
 		o.Verdict, o.Reason = string(d.judgement.Verdict), d.judgement.Reason
 	}

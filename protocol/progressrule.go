@@ -30,9 +30,9 @@ type progressRule struct {
 	spent *Spent
 }
 
-func (p progressRule) judge(_ Step, v view) decision {
+func (p progressRule) judge(_ *Step, v *view) *decision {
 	if s := p.spent; s != nil {
-		return decision{act: actFinal, label: s.Budget, notice: s.Notice, shown: s.Shown}
+		return &decision{act: actFinal, label: s.Budget, notice: s.Notice, shown: s.Shown}
 	}
 	b := p.budget(v.refused)
 	if b.Executions >= b.MaxExecutions {
@@ -40,13 +40,13 @@ func (p progressRule) judge(_ Step, v view) decision {
 		if b.NoProgress {
 			budget = budgetAgentCycles
 		}
-		return decision{act: actFinal, label: budget, notice: tools.CycleBudgetNotice(b), shown: tools.ShownCycleBudget(b)}
+		return &decision{act: actFinal, label: budget, notice: tools.CycleBudgetNotice(b), shown: tools.ShownCycleBudget(b)}
 	}
 	if v.refused >= p.maxRefusals {
 		// The refusal's own line told the client the budget is spent.
-		return decision{act: actFinal, label: budgetRefusals, notice: tools.DuplicateExceededNotice(b)}
+		return &decision{act: actFinal, label: budgetRefusals, notice: tools.DuplicateExceededNotice(b)}
 	}
-	return decision{}
+	return nil
 }
 
 func (progressRule) labels() (decided, counted []string) {

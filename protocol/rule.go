@@ -7,13 +7,15 @@ import (
 
 // guardRule is one rule of the guard: it judges a step of an upstream answer,
 // with what it may read of the request (view), and returns its decision.
-// A rule writes nothing, counts nothing and changes nothing of the
-// request: the guard loop (guardRun.apply) acts on the decision. The rules
+// Both are passed by pointer, not to copy them on every step, and are
+// read only; nil is actPass, so that the steps no rule stops (most text)
+// cost no decision. A rule writes nothing, counts nothing and changes nothing of
+// the request: the guard loop (guardRun.apply) acts on the decision. The rules
 // are the call policy (callRule), the turn's budgets by progress
 // (progressRule), the orchestrator envelope (envelopeRule) and degenerate
 // text (degenerateScan); each lives in a file of its own.
 type guardRule interface {
-	judge(st Step, v view) decision
+	judge(st *Step, v *view) *decision
 	// labels are the labels the rule's decisions carry, and the values
 	// the label of the metric that counts them allows: every one of the
 	// first must be one of the second, or a decision would go uncounted.

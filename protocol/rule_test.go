@@ -31,6 +31,14 @@ func TestRuleLabelsCounted(t *testing.T) {
 	}
 }
 
+// orPass is d, the zero decision (actPass) when nil.
+func orPass(d *decision) decision {
+	if d == nil {
+		return decision{}
+	}
+	return *d
+}
+
 // checkDecision compares a rule's decision with want on the fields want
 // sets (act, label, and those a row names), and checks its label is one
 // the rule declares.
@@ -120,7 +128,7 @@ func TestCallRule(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := tt.rule.judge(tt.st, tt.v)
+			got := orPass(tt.rule.judge(&tt.st, &tt.v))
 			checkDecision(t, tt.rule, got, tt.want)
 			if got.act == actForward || got.act == actRefuse {
 				if got.label != string(got.judgement.Verdict) || got.judgement.Tool == "" {
@@ -159,11 +167,11 @@ func TestProgressRule(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			checkDecision(t, tt.rule, tt.rule.judge(Step{}, tt.v), tt.want)
+			checkDecision(t, tt.rule, orPass(tt.rule.judge(&Step{}, &tt.v)), tt.want)
 		})
 	}
 	t.Run("a session's spent budget", func(t *testing.T) {
-		got := spent.judge(Step{}, view{})
+		got := orPass(spent.judge(&Step{}, &view{}))
 		if got.act != actFinal || got.label != spent.spent.Budget || got.notice != spent.spent.Notice || got.shown != spent.spent.Shown {
 			t.Errorf("got %+v, want the session's budget, notice and line", got)
 		}
@@ -217,7 +225,7 @@ func TestEnvelopeRule(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := tt.rule.judge(tt.st, tt.v)
+			got := orPass(tt.rule.judge(&tt.st, &tt.v))
 			checkDecision(t, tt.rule, got, tt.want)
 			if got.act == actReask && (got.notice == "" || got.envelope == nil) {
 				t.Errorf("re-ask %+v, want its notice and envelope", got)
@@ -258,7 +266,7 @@ func TestDegenerateRule(t *testing.T) {
 			d := &degenerateScan{}
 			var got decision
 			for _, st := range tt.steps {
-				if got = d.judge(st, tt.v); got.act != actPass {
+				if got = orPass(d.judge(&st, &tt.v)); got.act != actPass {
 					break
 				}
 			}

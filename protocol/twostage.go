@@ -290,7 +290,7 @@ func (r *guardRun) serve(ctx context.Context) error {
 		r.trace(ctx, metrics.Trace{Kind: metrics.TraceRulesNotice, Reason: string(r.profile)})
 		r.g.cfg.Metrics.RulesNotice()
 	}
-	if d := r.progressRule.judge(Step{}, view{}); d.act == actFinal {
+	if d := r.progressRule.judge(&Step{}, &view{}); d != nil && d.act == actFinal {
 		return r.exhausted(ctx, d)
 	}
 	for {
@@ -312,7 +312,7 @@ func (r *guardRun) serve(ctx context.Context) error {
 		if err := r.notice(tools.Notice(ref.judgement, b), tools.Shown(ref.judgement, b)); err != nil {
 			return err
 		}
-		if d := r.progressRule.judge(Step{}, view{refused: r.refused}); d.act == actFinal {
+		if d := r.progressRule.judge(&Step{}, &view{refused: r.refused}); d != nil && d.act == actFinal {
 			return r.exhausted(ctx, d)
 		}
 	}
@@ -348,7 +348,7 @@ func (r *guardRun) traceResults(ctx context.Context) {
 
 // exhausted applies a spent budget, the progress rule's actFinal: the
 // final instruction, then exactly one final call with no tools.
-func (r *guardRun) exhausted(ctx context.Context, d decision) error {
+func (r *guardRun) exhausted(ctx context.Context, d *decision) error {
 	r.trace(ctx, metrics.Trace{Kind: metrics.TraceBudgetExhausted, Reason: d.label})
 	r.g.cfg.Metrics.BudgetExhausted(d.label)
 	if err := r.notice(d.notice, d.shown); err != nil {
@@ -694,31 +694,34 @@ func (r *guardRun) step(ctx context.Context, a *answer, st Step, final bool) (ou
 		}
 		return answered, err
 	}
-	return r.apply(ctx, a, st, r.decide(st, a, final))
+	return r.apply(ctx, a, &st, r.decide(&st, a, final))
 }
 
-// decide asks the rule of the step's kind for its decision.
-func (r *guardRun) decide(st Step, a *answer, final bool) decision {
+// decide asks the rule of the step's kind for its decision; nil passes.
+func (r *guardRun) decide(st *Step, a *answer, final bool) *decision {
 	v := view{final: final, refused: r.refused, cut: r.cut}
 	switch st.Kind {
 	case StepText:
-		return r.degen.judge(st, v)
+		return r.degen.judge(st, &v)
 	case StepCall, StepLeaked:
-		return r.calls.judge(st, v)
+		return r.calls.judge(st, &v)
 	case StepEnvelope, StepEnvelopeOpen, StepEnvelopeOver, StepFinish:
 		if r.env != nil {
 			v.env, v.said = r.env.state(), a
-			return r.env.rule.judge(st, v)
+			return r.env.rule.judge(st, &v)
 		}
 	}
-	return decision{}
+	return nil
 }
 
 // apply acts on a rule's decision on st: it writes, counts, stops the
 // answer and leaves the re-ask to the loop.
-func (r *guardRun) apply(ctx context.Context, a *answer, st Step, d decision) (outcome, error) {
+func (r *guardRun) apply(ctx context.Context, a *answer, st *Step, d *decision) (outcome, error) {
 	if r.env != nil {
 		r.envelopeStep(st)
+	}
+	if d == nil {
+		return r.pass(ctx, st)
 	}
 	switch d.act {
 	case actHold:
@@ -735,7 +738,7 @@ func (r *guardRun) apply(ctx context.Context, a *answer, st Step, d decision) (o
 		return r.onCall(ctx, a, st, d)
 	case actCut:
 		a.stop("")
-		r.ref = &refusal{decision: d}
+		r.ref = &refusal{decision: *d}
 		return refused, nil
 	case actPass:
 		return r.pass(ctx, st)
@@ -745,10 +748,10 @@ func (r *guardRun) apply(ctx context.Context, a *answer, st Step, d decision) (o
 
 // pass lets a step go on as no rule stopped it: text is written, the one
 // finish chunk written (the final call's tool calls were dropped).
-func (r *guardRun) pass(ctx context.Context, st Step) (outcome, error) {
+func (r *guardRun) pass(ctx context.Context, st *Step) (outcome, error) {
 	switch st.Kind {
 	case StepText:
-		return r.wroteStep(r.text(st))
+		return r.wroteStep(r.text(*st))
 	case StepFinish:
 		reason := st.Reason
 		if reason == chat.FinishToolCalls {
@@ -771,7 +774,7 @@ func (r *guardRun) wroteStep(err error) (outcome, error) {
 // envelopeStep keeps the envelope rule's standing as steps pass: a
 // closed or given-up envelope is no longer open, and what came before it,
 // like the text before a finish with none open, was a repeat or not.
-func (r *guardRun) envelopeStep(st Step) {
+func (r *guardRun) envelopeStep(st *Step) {
 	switch {
 	case st.Kind == StepEnvelope || st.Kind == StepEnvelopeOver:
 		r.env.open = false
@@ -784,7 +787,7 @@ func (r *guardRun) envelopeStep(st Step) {
 // reportEnvelope keeps the envelope rule's report, when it made one, and
 // counts and traces its decision. The phase label is a phase of the set
 // or "none", so a model cannot grow the label space.
-func (r *guardRun) reportEnvelope(ctx context.Context, d decision) {
+func (r *guardRun) reportEnvelope(ctx context.Context, d *decision) {
 	if d.report != nil {
 		r.env.report = d.report
 	}
@@ -808,7 +811,7 @@ func (r *guardRun) reportEnvelope(ctx context.Context, d decision) {
 // closed, nothing of the envelope reached the client, and the refusal
 // carries what the model said. At the finish the answer is read on to its
 // usage first: the refusal is deferred to its end.
-func (r *guardRun) reaskEnvelope(ctx context.Context, a *answer, st Step, d decision) (outcome, error) {
+func (r *guardRun) reaskEnvelope(ctx context.Context, a *answer, st *Step, d *decision) (outcome, error) {
 	atFinish := st.Kind == StepFinish
 	if !atFinish {
 		a.stop("")
@@ -819,7 +822,7 @@ func (r *guardRun) reaskEnvelope(ctx context.Context, a *answer, st Step, d deci
 	if err != nil {
 		return answered, &GuardError{Err: fmt.Errorf("decode what the answer said: %w", err)}
 	}
-	if r.ref, err = refuse(d, chat.ToolCall{}, content, reasoning, ""); err != nil {
+	if r.ref, err = refuse(*d, chat.ToolCall{}, content, reasoning, ""); err != nil {
 		return answered, err
 	}
 	if atFinish {
@@ -884,7 +887,7 @@ func optional(s string) *string {
 // else the upstream is done with (its later calls are never forwarded,
 // and stopping it now stops the model generating before anything is
 // written), and the call forwarded, ending the response, or refused.
-func (r *guardRun) onCall(ctx context.Context, a *answer, st Step, d decision) (outcome, error) {
+func (r *guardRun) onCall(ctx context.Context, a *answer, st *Step, d *decision) (outcome, error) {
 	if d.act == actDrop {
 		r.trace(ctx, metrics.Trace{Kind: metrics.TraceToolCallRefused, Verdict: d.label, Reason: d.reason})
 		r.g.cfg.Metrics.ToolCallJudged(d.label)
@@ -902,7 +905,7 @@ func (r *guardRun) onCall(ctx context.Context, a *answer, st Step, d decision) (
 	if err != nil {
 		return answered, &GuardError{Err: fmt.Errorf("decode what the answer said: %w", err)}
 	}
-	if r.ref, err = refuse(d, tc, content, reasoning, leaked); err != nil {
+	if r.ref, err = refuse(*d, tc, content, reasoning, leaked); err != nil {
 		return answered, err
 	}
 	return refused, nil
@@ -912,7 +915,7 @@ func (r *guardRun) onCall(ctx context.Context, a *answer, st Step, d decision) (
 // traced, and comes with the content text it was read from, which is cut
 // out of what the model is shown it said, so the re-ask does not hand the
 // model its own broken markup back.
-func (r *guardRun) callOf(ctx context.Context, st Step) (tc chat.ToolCall, leaked string) {
+func (r *guardRun) callOf(ctx context.Context, st *Step) (tc chat.ToolCall, leaked string) {
 	if st.Kind != StepLeaked {
 		return *st.Call, ""
 	}
@@ -985,7 +988,7 @@ func refuse(d decision, tc chat.ToolCall, content, reasoning, leaked string) (*r
 // forward writes tc, the call of st, as the response's only tool call,
 // and ends it. An envelope left open is counted invalid and never shown
 // (unless it was given up on already).
-func (r *guardRun) forward(ctx context.Context, st Step, tc chat.ToolCall) error {
+func (r *guardRun) forward(ctx context.Context, st *Step, tc chat.ToolCall) error {
 	if tc.ID == "" {
 		tc.ID = newCallID()
 	}
@@ -993,7 +996,7 @@ func (r *guardRun) forward(ctx context.Context, st Step, tc chat.ToolCall) error
 		tc.Type = "function"
 	}
 	if r.env != nil {
-		if d := r.env.rule.judge(st, view{env: r.env.state()}); d.act == actReport {
+		if d := r.env.rule.judge(st, &view{env: r.env.state()}); d != nil && d.act == actReport {
 			r.reportEnvelope(ctx, d)
 		}
 		r.env.repeat, r.env.matched = "", ""
