@@ -1,6 +1,11 @@
 package protocol
 
-import "bytes"
+import (
+	"bytes"
+
+	"github.com/phasegate/phasegate/metrics"
+	"github.com/phasegate/phasegate/tools"
+)
 
 // The thresholds of degenerate text, measured on the fixtures of
 // degenerate_test.go: every degenerate answer there (a word, a sentence,
@@ -26,23 +31,53 @@ const (
 	degenerateNeedle = 32
 )
 
+// The outcomes of degenerate text, the outcome label of
+// phasegate_degenerate_text_total.
+const (
+	degenerateReasked  = "reasked"  // the model asked again, once
+	degenerateFinished = "finished" // the response finished with a notice
+)
+
 // degenerateScan is the rule of degenerate text: a model that repeats a
 // phrase in its content or its reasoning (a DeepSeek answer of
 // "mechanism mechanism mechanism …", a sentence or a whole reasoning block
 // over and over until the output limit) is cut in the stream. It sees
-// every text step and decides nothing but whether the text has become
-// degenerate; the guard acts on that. It is owned by one answer.
+// every text step; its only state is the latest text of the answer it is
+// owned by.
 type degenerateScan struct {
 	content, reasoning repetition
 }
 
-// step reads the text of a step and returns the field whose text became
-// degenerate, "content" or "reasoning_content", or "".
-func (d *degenerateScan) step(st Step) string {
+// judge decides on a text step: actCut once the text became degenerate,
+// with the field and the notice, asking the model again the first time
+// in the request and finishing the response after that (final, with
+// only a line for the client: a model that repeats itself twice will not
+// be told); actPass otherwise.
+func (d *degenerateScan) judge(st *Step, v *view) *decision {
+	if st.Kind != StepText {
+		return nil
+	}
+	field := d.scan(st.Text, st.Thought)
 	switch {
-	case st.Text != "" && d.content.add(st.Text):
+	case field == "":
+		return nil
+	case v.cut:
+		return &decision{act: actCut, label: degenerateFinished, field: field, reason: field, final: true, shown: tools.ShownDegenerate(true)}
+	}
+	return &decision{act: actCut, label: degenerateReasked, field: field, reason: field, notice: tools.DegenerateNotice, shown: tools.ShownDegenerate(false)}
+}
+
+func (*degenerateScan) labels() (decided, counted []string) {
+	return []string{degenerateReasked, degenerateFinished}, metrics.DegenerateOutcomes
+}
+
+// scan reads the content and reasoning of a step and returns the field
+// whose text became degenerate, "content" or "reasoning_content", or "".
+func (d *degenerateScan) scan(content, reasoning string) string {
+	switch {
+	case content != "" && d.content.add(content):
 		return "content"
-	case st.Thought != "" && d.reasoning.add(st.Thought):
+	case reasoning != "" && d.reasoning.add(reasoning):
 		return "reasoning_content"
 	}
 	return ""

@@ -71,11 +71,11 @@ func streamText(field, text string, size int) int {
 	var d degenerateScan
 	for i := 0; i < len(text); i += size {
 		piece := text[i:min(i+size, len(text))]
-		st := Step{Kind: StepText, Text: piece}
+		content, reasoning := piece, ""
 		if field == "reasoning_content" {
-			st = Step{Kind: StepText, Thought: piece}
+			content, reasoning = "", piece
 		}
-		if got := d.step(st); got != "" {
+		if got := d.scan(content, reasoning); got != "" {
 			if got != field {
 				return -2
 			}
@@ -124,7 +124,7 @@ func BenchmarkDegenerateScan(b *testing.B) {
 	for b.Loop() {
 		var d degenerateScan
 		for i := range 197 {
-			if d.step(Step{Kind: StepText, Text: pieces[int(uint32(i)*2654435761>>16)%len(pieces)]}) != "" {
+			if d.scan(pieces[int(uint32(i)*2654435761>>16)%len(pieces)], "") != "" {
 				b.Fatal("plain text found degenerate")
 			}
 		}

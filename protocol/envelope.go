@@ -1,15 +1,11 @@
 package protocol
 
 import (
-	"context"
-	"encoding/json"
 	"fmt"
 	"strings"
 
-	"github.com/phasegate/phasegate/chat"
 	"github.com/phasegate/phasegate/envelope"
 	"github.com/phasegate/phasegate/metrics"
-	"github.com/phasegate/phasegate/tools"
 )
 
 // EnvelopeMode is whether the guard judges the orchestrator envelopes of
@@ -82,145 +78,130 @@ type EnvelopeReport struct {
 	Fallback []envelope.Signal `json:"fallback"`
 }
 
-// envelopeRun is the envelope rule's state for one request: the policy
-// the guard calls on the envelope steps of each answer (the answer's
-// reader scans for envelopes beside the leak scan).
-type envelopeRun struct {
-	mode    EnvelopeMode
-	set     *envelope.Set
-	max     int
+// envelopeRule is the rule of orchestrator envelopes, for a request
+// whose mode is not EnvelopeOff: the answer's reader finds the envelopes
+// beside the leak scan, and the rule judges what it found. Its decisions,
+// each with the envelope judged:
+//   - on StepEnvelopeOpen, actHold: judged by what comes next;
+//   - on StepEnvelope, actWrite of a valid envelope (the repaired JSON
+//     when it was repaired), with its report;
+//   - on an invalid envelope (StepEnvelope), one that outgrew
+//     MaxEnvelopeBytes (StepEnvelopeOver), one left open at the finish, or
+//     a missing one when required (StepFinish): actReask while re-asks are
+//     left, with the notice; actReport of the verdict and the keyword
+//     fallback's once they are spent (the envelope stays held back);
+//   - at StepFinish, actReport of a missing one when optional;
+//   - at a forwarded call (StepCall, StepLeaked), actReport of an envelope
+//     left open, which is never shown;
+//   - actPass otherwise.
+type envelopeRule struct {
+	mode EnvelopeMode
+	set  *envelope.Set
+	max  int
+}
+
+// envelopeState is where the envelope rule stands in a request.
+type envelopeState struct {
+	// retries is the number of re-asks so far.
 	retries int
-	// report is the verdict on the answer being read; nil until an
-	// envelope was judged or the answer ended.
-	report *EnvelopeReport
 	// open: the answer's reader reported an envelope open at a call or
 	// the finish, and none closed since.
 	open bool
-	// said is the content of the answer last judged for a re-ask, as the
-	// reader kept it.
-	said string
-	// repeat is the text the client already got from the answer last asked
-	// again, not yet matched by the new answer: a model asked again
-	// usually repeats what it wrote before its envelope, and the client
-	// must not get it twice. matched is the new answer's text that matched
-	// it so far, held back until the whole repeat matched (then dropped)
-	// or the new answer says something else (then it goes out).
-	repeat, matched string
+	// reported: the answer's envelope was judged (or given up on) already.
+	reported bool
 }
 
-func newEnvelopeRun(mode EnvelopeMode, set *envelope.Set, max int) *envelopeRun {
-	if mode == EnvelopeOff {
-		return nil
-	}
+func newEnvelopeRule(mode EnvelopeMode, set *envelope.Set, max int) envelopeRule {
 	if set == nil {
 		set = envelope.Default()
 	}
-	return &envelopeRun{mode: mode, set: set, max: max}
+	return envelopeRule{mode: mode, set: set, max: max}
 }
 
-// reset starts the next answer: the rule applies to each answer, so the
-// verdict on an earlier one (refused for its tool call, say) does not
-// stand for the next.
-func (e *envelopeRun) reset() {
-	e.report, e.open = nil, false
-}
-
-// onEnvelope judges what the answer's reader found: a complete envelope,
-// one that outgrew MaxEnvelopeBytes, or one left open at a call or the
-// finish (judged by what comes next). It returns a refusal when the
-// envelope must be asked again.
-func (r *guardRun) onEnvelope(ctx context.Context, a *answer, st Step) (*refusal, bool, error) {
-	if st.Kind == StepEnvelopeOpen {
-		r.env.open = true
-		return nil, false, nil
+func (e envelopeRule) judge(st *Step, v *view) *decision {
+	switch st.Kind {
+	case StepEnvelopeOpen:
+		return &decision{act: actHold}
+	case StepEnvelope:
+		return e.judgeBody(st.Text, v)
+	case StepEnvelopeOver:
+		// With no re-ask left, the reader drops the envelope up to its end.
+		return e.failed(envelope.Result{
+			Errors: []string{fmt.Sprintf("the envelope is over %d bytes without its end delimiter %s", MaxEnvelopeBytes, envelope.EndDelimiter)}}, v)
+	case StepCall, StepLeaked:
+		if v.env.open {
+			return &decision{act: actReport, label: envelopeInvalid, reason: "missing end delimiter before a tool call"}
+		}
+	case StepFinish:
+		return e.atEnd(v)
 	}
-	r.env.repeat, r.env.matched = "", "" // the envelope: what came before was a repeat
-	r.env.open = false
-	if st.Kind == StepEnvelope {
-		return r.judgeEnvelope(ctx, a, st.Text)
-	}
-	// With no re-ask left, the reader drops the envelope up to its end.
-	return r.envelopeFailed(ctx, a, envelope.Result{
-		Errors: []string{fmt.Sprintf("the envelope is over %d bytes without its end delimiter %s", MaxEnvelopeBytes, envelope.EndDelimiter)}}, false)
+	return nil
 }
 
-// judgeEnvelope judges one complete envelope: a valid one is forwarded (the
-// repaired JSON when it was repaired), an invalid one asked again or, with
-// the budget spent, held back and reported.
-func (r *guardRun) judgeEnvelope(ctx context.Context, a *answer, body string) (*refusal, bool, error) {
-	res := r.env.set.Judge(body)
+func (envelopeRule) labels() (decided, counted []string) {
+	return []string{envelopeValid, envelopeRepaired, envelopeRetried, envelopeFallback, envelopeInvalid, envelopeMissing}, metrics.EnvelopeOutcomes
+}
+
+// judgeBody judges one complete envelope.
+func (e envelopeRule) judgeBody(body string, v *view) *decision {
+	res := e.set.Judge(body)
 	if !res.Valid {
-		return r.envelopeFailed(ctx, a, res, false)
+		return e.failed(res, v)
 	}
-	outcome := envelopeValid
-	text := envelope.StartDelimiter + body + envelope.EndDelimiter
+	d := &decision{act: actWrite, label: envelopeValid, envelope: &res, text: envelope.StartDelimiter + body + envelope.EndDelimiter,
+		report: &EnvelopeReport{Phase: res.Phase, Found: true, Valid: true, Repaired: res.Repaired, Errors: []string{}, Retries: v.env.retries}}
 	if res.Repaired {
-		outcome = envelopeRepaired
-		text = envelope.StartDelimiter + "\n" + res.JSON + "\n" + envelope.EndDelimiter
+		d.label = envelopeRepaired
+		d.text = envelope.StartDelimiter + "\n" + res.JSON + "\n" + envelope.EndDelimiter
 	}
-	r.env.report = &EnvelopeReport{Phase: res.Phase, Found: true, Valid: true, Repaired: res.Repaired, Errors: []string{}, Retries: r.env.retries}
-	r.countEnvelope(ctx, res.Phase, outcome, "")
-	return nil, false, r.writeContent(text)
+	return d
 }
 
-// envelopeAtEnd settles the envelope rule when the answer finished
-// without a tool call: an envelope left open is invalid, and a missing one
-// is asked again when required. A re-ask decided here is returned with
-// done false: the answer is read on to its usage, which follows the
-// finish, and the refusal is the caller's at its end.
-func (r *guardRun) envelopeAtEnd(ctx context.Context, a *answer) (*refusal, bool, error) {
-	if r.env == nil {
-		return nil, false, nil
+// atEnd settles the rule when the answer finished without a tool call:
+// an envelope left open is invalid, and a missing one is asked again when
+// required.
+func (e envelopeRule) atEnd(v *view) *decision {
+	if v.env.open {
+		return e.failed(envelope.Result{Errors: []string{"missing end delimiter " + envelope.EndDelimiter}}, v)
 	}
-	if r.env.open {
-		return r.envelopeFailed(ctx, a, envelope.Result{Errors: []string{"missing end delimiter " + envelope.EndDelimiter}}, true)
-	}
-	r.env.repeat, r.env.matched = "", ""
-	if r.env.report != nil {
-		return nil, false, nil // judged, or given up on when it grew too long
+	if v.env.reported {
+		return nil // judged, or given up on when it grew too long
 	}
 	missing := envelope.Result{Errors: []string{"missing start delimiter " + envelope.StartDelimiter}}
-	if r.env.mode == EnvelopeRequired {
-		return r.envelopeFailed(ctx, a, missing, true)
+	if e.mode == EnvelopeRequired {
+		return e.failed(missing, v)
 	}
-	r.env.report = &EnvelopeReport{Errors: missing.Errors, Fallback: fallback(a.content())}
-	r.countEnvelope(ctx, "", envelopeMissing, "")
-	return nil, false, nil
+	return &decision{act: actReport, label: envelopeMissing, envelope: &missing,
+		report: &EnvelopeReport{Errors: missing.Errors, Fallback: fallback(v.said.content())}}
 }
 
-// envelopeFailed asks an invalid or missing envelope again while the
-// budget allows: the answer is closed and nothing of the envelope reached
-// the client. With the budget spent, the envelope stays held back and the
-// report carries its errors and the keyword fallback's verdict.
-//
-// atFinish is whether the answer has finished: it is then read on to its
-// usage rather than closed, and the refusal returned with done false.
-func (r *guardRun) envelopeFailed(ctx context.Context, a *answer, res envelope.Result, atFinish bool) (*refusal, bool, error) {
-	if r.env.retries < r.env.max {
-		if !atFinish {
-			a.stop("")
-		}
-		r.countEnvelope(ctx, res.Phase, envelopeRetried, strings.Join(res.Errors, "; "))
-		r.env.said = a.content()
-		content, reasoning, err := a.said()
-		if err != nil {
-			return nil, false, &GuardError{Err: fmt.Errorf("decode what the answer said: %w", err)}
-		}
-		ref, err := refuse(chat.ToolCall{}, tools.Judgement{}, content, reasoning, "")
-		if err != nil {
-			return nil, false, err
-		}
-		ref.envelope = &res
-		return ref, !atFinish, nil
+// failed asks an invalid or missing envelope again while the budget
+// allows; with the budget spent, the report carries its errors and the
+// keyword fallback's verdict.
+func (e envelopeRule) failed(res envelope.Result, v *view) *decision {
+	reason := strings.Join(res.Errors, "; ")
+	if v.env.retries < e.max {
+		return &decision{act: actReask, label: envelopeRetried, reason: reason, envelope: &res,
+			notice: e.set.Notice(res, ""), shown: envelopeShown(res, v.env.retries+1, e.max)}
 	}
-	signals := fallback(a.content())
+	signals := fallback(v.said.content())
 	outcome := envelopeInvalid
 	if len(signals) > 0 {
 		outcome = envelopeFallback
 	}
-	r.env.report = &EnvelopeReport{Phase: res.Phase, Found: res.Found, Errors: res.Errors, Retries: r.env.retries, Fallback: signals}
-	r.countEnvelope(ctx, res.Phase, outcome, strings.Join(res.Errors, "; "))
-	return nil, false, nil
+	return &decision{act: actReport, label: outcome, reason: reason, envelope: &res,
+		report: &EnvelopeReport{Phase: res.Phase, Found: res.Found, Errors: res.Errors, Retries: v.env.retries, Fallback: signals}}
+}
+
+// envelopeShown is the client's line on the retry-th re-ask of max.
+func envelopeShown(res envelope.Result, retry, max int) string {
+	first := "the envelope is missing"
+	if len(res.Errors) > 0 {
+		// Without the delimiters: the client's own parser must not find
+		// an envelope in the notice line.
+		first = strings.TrimSpace(withoutDelimiters(res.Errors[0]))
+	}
+	return fmt.Sprintf("The orchestrator envelope could not be used (%s); asking the model again (%d of %d).", first, retry, max)
 }
 
 // fallback is the keyword fallback's verdict on the answer's content: an
@@ -230,41 +211,6 @@ func fallback(content string) []envelope.Signal {
 		return s
 	}
 	return []envelope.Signal{}
-}
-
-// countEnvelope counts and traces one verdict. The phase label is a phase
-// of the set or "none", so a model cannot grow the label space.
-func (r *guardRun) countEnvelope(ctx context.Context, phase envelope.Phase, outcome, reason string) {
-	label := string(phase)
-	if !r.env.set.Known(phase) {
-		label = "none"
-	}
-	r.g.cfg.Metrics.Envelope(label, outcome)
-	if reason != "" {
-		reason = "; " + reason
-	}
-	r.trace(ctx, metrics.Trace{Kind: metrics.TraceEnvelope, Verdict: outcome, Reason: "phase " + label + reason})
-}
-
-// reask puts an envelope refusal to the model: what it said, then the
-// notice that says what was wrong and the exact format.
-func (r *guardRun) reask(ref *refusal) error {
-	r.env.retries++
-	// The client got the answer's text up to its envelope (all of it when
-	// it wrote none).
-	r.env.repeat, _, _ = strings.Cut(r.env.said, envelope.StartDelimiter)
-	r.env.matched = ""
-	if ref.assistant != nil {
-		r.extra = append(r.extra, *ref.assistant)
-	}
-	first := "the envelope is missing"
-	if len(ref.envelope.Errors) > 0 {
-		// Without the delimiters: the client's own parser must not find
-		// an envelope in the notice line.
-		first = strings.TrimSpace(withoutDelimiters(ref.envelope.Errors[0]))
-	}
-	shown := fmt.Sprintf("The orchestrator envelope could not be used (%s); asking the model again (%d of %d).", first, r.env.retries, r.env.max)
-	return r.notice(r.env.set.Notice(*ref.envelope, ""), shown)
 }
 
 var delimiters = strings.NewReplacer(envelope.StartDelimiter, "", envelope.EndDelimiter, "")
@@ -278,61 +224,25 @@ func withoutDelimiters(s string) string {
 	return s
 }
 
-// envelopeAtCall settles the envelope rule when the answer ends in a
-// forwarded tool call: an envelope left open is counted invalid and never
-// shown (unless it was given up on already).
-func (r *guardRun) envelopeAtCall(ctx context.Context) {
-	if r.env == nil {
-		return
-	}
-	if r.env.open {
-		r.countEnvelope(ctx, "", envelopeInvalid, "missing end delimiter before a tool call")
-	}
-	r.env.repeat, r.env.matched = "", ""
-}
-
-// writeText writes text of the answer outside its envelopes, less what
-// repeats the text the client already got from the answer asked again.
-func (r *guardRun) writeText(text string) error {
-	if text = r.env.unrepeated(text); text == "" {
-		return nil
-	}
-	return r.writeContent(text)
-}
-
-// unrepeated returns what of text, the next text of the answer, the client
-// does not have yet: nothing while it repeats the answer asked again (held
-// in matched), then the rest; all that was held once it says something
-// else.
-func (e *envelopeRun) unrepeated(text string) string {
-	if e.repeat == "" {
-		return text
+// unrepeated splits text, the next text of an answer asked again, by
+// repeat, the text the client already got from the answer before it
+// (matched of it held back so far): out is what the client does not have
+// yet, nothing while text repeats (then held grows by it), the rest once
+// the whole repeat matched, all that was held once it says something
+// else. repeat and held are what is left to match and what is held.
+func unrepeated(repeat, matched, text string) (out, rest, held string) {
+	if repeat == "" {
+		return text, "", matched
 	}
 	n := 0
-	for n < len(text) && n < len(e.repeat) && text[n] == e.repeat[n] {
+	for n < len(text) && n < len(repeat) && text[n] == repeat[n] {
 		n++
 	}
 	switch {
-	case n == len(e.repeat):
-		e.repeat, e.matched = "", ""
-		return text[n:]
+	case n == len(repeat):
+		return text[n:], "", ""
 	case n == len(text):
-		e.repeat, e.matched = e.repeat[n:], e.matched+text
-		return ""
+		return "", repeat[n:], matched + text
 	}
-	out := e.matched + text
-	e.repeat, e.matched = "", ""
-	return out
-}
-
-// withEnvelope adds the envelope report to the phase metadata.
-func (r *guardRun) withEnvelope(ext []byte) []byte {
-	if r.env == nil || r.env.report == nil {
-		return ext
-	}
-	b, err := json.Marshal(r.env.report)
-	if err != nil {
-		return ext
-	}
-	return chat.WithExtension(ext, "envelope", b)
+	return matched + text, "", ""
 }

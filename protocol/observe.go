@@ -99,16 +99,17 @@ func toolResults(calls []chat.ToolCall, results map[string]chat.Message) []chat.
 	return out
 }
 
-// observeCall judges one executed call by rules, counts and traces its
-// would-be verdict.
+// observeCall judges one executed call by rules, as the guard would (the
+// progress rule, then the call policy), counts and traces its would-be
+// verdict.
 func (g *TwoStage) observeCall(ctx context.Context, x *Exchange, rules guardRules, tc chat.ToolCall) Observed {
 	o := Observed{Call: tc}
-	if used := rules.used(); used >= rules.maxCycles {
+	if d := rules.progressRule.judge(&Step{}, &view{}); d != nil && d.act == actFinal {
 		o.Verdict, o.Reason = VerdictOverCycleBudget, fmt.Sprintf("the turn had spent its %d tool executions (%s)", rules.maxCycles, cycleBudgetName(rules.profile))
 	} else {
-		j := rules.policy.Judge(tc)
-		logSchemaErr(ctx, x.RequestID, j)
-		o.Verdict, o.Reason = string(j.Verdict), j.Reason
+		d := rules.calls.judge(&Step{Kind: StepCall, Call: &tc}, &view{})
+		logSchemaErr(ctx, x.RequestID, d.judgement)
+		o.Verdict, o.Reason = string(d.judgement.Verdict), d.judgement.Reason
 	}
 	g.cfg.Metrics.ObservedToolCall(o.Verdict)
 	g.tracer.Trace(ctx, metrics.Trace{Kind: metrics.TraceObservedToolCall, RequestID: x.RequestID, ProjectID: x.ProjectID,

@@ -5,23 +5,22 @@ import (
 	"github.com/phasegate/phasegate/tools"
 )
 
-// guardRules are the rules one request is judged by: its profile, its
-// budgets, and the call policy on its turn's ledger. The guard
-// (guardRun) and observe mode (Observe) build them the same way, here, so
-// observe counts what enforce would do.
+// guardRules are the rules one request is judged by, built once, here,
+// for the guard (guardRun) and observe mode (Observe) alike, so observe
+// counts what enforce would do: the turn's budgets (progressRule, whose
+// profile, budgets and ledger the request reads too) and the call policy
+// on the turn's ledger.
 type guardRules struct {
-	profile                Profile
-	maxCycles, maxRefusals int
+	progressRule
 	// allow is the plan-mode allowlist, nil outside plan mode; non-nil and
 	// empty when plan mode has no allowlist, which allows nothing.
-	allow  []string
-	ledger *tools.Ledger
-	policy *tools.Policy
+	allow []string
+	calls callRule
 }
 
 // rulesFor builds the rules of x on the turn history holds.
 func (g *TwoStage) rulesFor(x *Exchange, history []chat.Message) guardRules {
-	r := guardRules{profile: g.cfg.Profile, maxCycles: g.cfg.MaxPhaseCycles, maxRefusals: g.cfg.MaxDuplicateAttempts}
+	r := guardRules{progressRule: progressRule{profile: g.cfg.Profile, maxCycles: g.cfg.MaxPhaseCycles, maxRefusals: g.cfg.MaxDuplicateAttempts}}
 	if x.Limits.Profile != "" {
 		r.profile = x.Limits.Profile
 	}
@@ -39,6 +38,7 @@ func (g *TwoStage) rulesFor(x *Exchange, history []chat.Message) guardRules {
 	}
 	r.ledger = tools.NewLedger(x.ProjectID, history)
 	r.policy = g.policyOn(x, r.profile, r.allow, r.ledger)
+	r.calls = callRule{policy: r.policy}
 	return r
 }
 
@@ -52,21 +52,4 @@ func (g *TwoStage) policyOn(x *Exchange, profile Profile, allow []string, ledger
 		p.ResultDuplicates()
 	}
 	return p
-}
-
-// used is what the turn spent of its cycle budget: every tool execution
-// under the strict profile; under the agent profile only the executions
-// that brought nothing new (tools.Policy.Stale), so that long real work
-// is never cut and a loop the other rules miss still ends.
-func (r guardRules) used() int {
-	if r.profile == ProfileAgent {
-		return r.policy.Stale()
-	}
-	return r.ledger.CycleIndex()
-}
-
-// budget is where the request stands, refused calls aside.
-func (r guardRules) budget(refused int) tools.Budget {
-	return tools.Budget{Executions: r.used(), MaxExecutions: r.maxCycles, Refused: refused, MaxRefused: r.maxRefusals,
-		NoProgress: r.profile == ProfileAgent}
 }

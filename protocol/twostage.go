@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/phasegate/phasegate/chat"
-	"github.com/phasegate/phasegate/deepseek"
 	"github.com/phasegate/phasegate/envelope"
 	"github.com/phasegate/phasegate/metrics"
 	"github.com/phasegate/phasegate/tools"
@@ -158,10 +157,11 @@ type guardRun struct {
 	// rules is the rules notice every upstream call of the request
 	// carries; "" when GUARD_RULES_NOTICE is off for it.
 	rules string
-	// env is the envelope rule's state; nil when the request has none.
+	// env is the envelope rule and where it stands; nil when the request
+	// has none.
 	env *envelopeRun
-	// degen is the degenerate text rule's state, of the answer being
-	// read; cut is set once an answer of the request was cut for it.
+	// degen is the degenerate text rule, of the answer being read; cut is
+	// set once an answer of the request was cut for it.
 	degen degenerateScan
 	cut   bool
 	// ref is the refusal the last step decided (see outcome).
@@ -212,11 +212,46 @@ func (g *TwoStage) newRun(x *Exchange, yield func(Event, error) bool) *guardRun 
 		history = x.Request.Messages
 	}
 	r := &guardRun{g: g, x: x, s: newSession(x, yield, g.tracer, g.cfg.Metrics), guardRules: g.rulesFor(x, history)}
-	r.env = newEnvelopeRun(x.Limits.Envelope, g.cfg.Envelopes, g.cfg.MaxEnvelopeRetries)
+	r.spent = x.Limits.Spent // the session's budget (package session), enforced only
+	if x.Limits.Envelope != EnvelopeOff {
+		r.env = &envelopeRun{rule: newEnvelopeRule(x.Limits.Envelope, g.cfg.Envelopes, g.cfg.MaxEnvelopeRetries)}
+	}
 	return r
 }
 
-func (r *guardRun) budget() tools.Budget { return r.guardRules.budget(r.refused) }
+// envelopeRun is the envelope rule of a request and where it stands.
+type envelopeRun struct {
+	rule    envelopeRule
+	retries int
+	// open: see envelopeState.
+	open bool
+	// report is the verdict on the answer being read; nil until an
+	// envelope was judged or the answer ended.
+	report *EnvelopeReport
+	// said is the content of the answer last judged for a re-ask, as the
+	// reader kept it.
+	said string
+	// repeat is the text the client already got from the answer last asked
+	// again, not yet matched by the new answer: a model asked again
+	// usually repeats what it wrote before its envelope, and the client
+	// must not get it twice. matched is the new answer's text that matched
+	// it so far, held back until the whole repeat matched (then dropped)
+	// or the new answer says something else (then it goes out).
+	repeat, matched string
+}
+
+func (e *envelopeRun) state() envelopeState {
+	return envelopeState{retries: e.retries, open: e.open, reported: e.report != nil}
+}
+
+// reset starts the next answer: the rule applies to each answer, so the
+// verdict on an earlier one (refused for its tool call, say) does not
+// stand for the next.
+func (e *envelopeRun) reset() {
+	e.report, e.open = nil, false
+}
+
+func (r *guardRun) budget() tools.Budget { return r.progressRule.budget(r.refused) }
 
 func (r *guardRun) trace(ctx context.Context, ev metrics.Trace) {
 	if ev.Phase == "" {
@@ -262,15 +297,8 @@ func (r *guardRun) serve(ctx context.Context) error {
 		r.trace(ctx, metrics.Trace{Kind: metrics.TraceRulesNotice, Reason: string(r.profile)})
 		r.g.cfg.Metrics.RulesNotice()
 	}
-	if s := r.x.Limits.Spent; s != nil { // the session's budget (package session)
-		return r.exhausted(ctx, s.Budget, s.Notice, s.Shown)
-	}
-	if b.Executions >= b.MaxExecutions {
-		budget := "MAX_PHASE_CYCLES"
-		if b.NoProgress {
-			budget = "AGENT_MAX_PHASE_CYCLES"
-		}
-		return r.exhausted(ctx, budget, tools.CycleBudgetNotice(b), tools.ShownCycleBudget(b))
+	if d := r.progressRule.judge(&Step{}, &view{}); d != nil && d.act == actFinal {
+		return r.exhausted(ctx, d)
 	}
 	for {
 		ref, err := r.ask(ctx, false)
@@ -291,9 +319,8 @@ func (r *guardRun) serve(ctx context.Context) error {
 		if err := r.notice(tools.Notice(ref.judgement, b), tools.Shown(ref.judgement, b)); err != nil {
 			return err
 		}
-		if r.refused >= r.maxRefusals {
-			// The refusal's own line told the client the budget is spent.
-			return r.exhausted(ctx, "MAX_DUPLICATE_ATTEMPTS", tools.DuplicateExceededNotice(b), "")
+		if d := r.progressRule.judge(&Step{}, &view{refused: r.refused}); d != nil && d.act == actFinal {
+			return r.exhausted(ctx, d)
 		}
 	}
 }
@@ -326,12 +353,12 @@ func (r *guardRun) traceResults(ctx context.Context) {
 	}
 }
 
-// exhausted applies a spent budget: the final instruction, then exactly
-// one final call with no tools.
-func (r *guardRun) exhausted(ctx context.Context, budget, text, shown string) error {
-	r.trace(ctx, metrics.Trace{Kind: metrics.TraceBudgetExhausted, Reason: budget})
-	r.g.cfg.Metrics.BudgetExhausted(budget)
-	if err := r.notice(text, shown); err != nil {
+// exhausted applies a spent budget, the progress rule's actFinal: the
+// final instruction, then exactly one final call with no tools.
+func (r *guardRun) exhausted(ctx context.Context, d *decision) error {
+	r.trace(ctx, metrics.Trace{Kind: metrics.TraceBudgetExhausted, Reason: d.label})
+	r.g.cfg.Metrics.BudgetExhausted(d.label)
+	if err := r.notice(d.notice, d.shown); err != nil {
 		return err
 	}
 	_, err := r.ask(ctx, true)
@@ -348,11 +375,11 @@ func (r *guardRun) ask(ctx context.Context, final bool) (*refusal, error) {
 		switch {
 		case err != nil || ref == nil:
 			return ref, err
-		case ref.degenerate != "":
-			if done, err := r.onDegenerate(ctx, ref.degenerate); done || err != nil {
+		case ref.act == actCut:
+			if done, err := r.onDegenerate(ctx, ref.decision); done || err != nil {
 				return nil, err
 			}
-		case ref.envelope != nil:
+		case ref.act == actReask:
 			if err := r.reask(ref); err != nil {
 				return nil, err
 			}
@@ -362,24 +389,20 @@ func (r *guardRun) ask(ctx context.Context, final bool) (*refusal, error) {
 	}
 }
 
-// onDegenerate acts on an answer cut because its field repeated one
-// phrase over and over: the first time, the model is asked again with a
-// notice (the repeated text is not sent back: a model that sees itself
-// repeat repeats more); after that, the response is finished with a
-// notice. It reports whether the response is done.
-func (r *guardRun) onDegenerate(ctx context.Context, field string) (bool, error) {
-	outcome := "reasked"
-	if r.cut {
-		outcome = "finished"
-	}
-	r.trace(ctx, metrics.Trace{Kind: metrics.TraceDegenerateText, Verdict: outcome, Reason: field})
-	r.g.cfg.Metrics.DegenerateText(field, outcome)
-	if !r.cut {
+// onDegenerate applies the degenerate text rule's actCut, once the
+// answer was closed: the model is asked again with the notice (the
+// repeated text is not sent back: a model that sees itself repeat repeats
+// more), or, final, the response is finished with the client's line. It
+// reports whether the response is done.
+func (r *guardRun) onDegenerate(ctx context.Context, d decision) (bool, error) {
+	r.trace(ctx, metrics.Trace{Kind: metrics.TraceDegenerateText, Verdict: d.label, Reason: d.reason})
+	r.g.cfg.Metrics.DegenerateText(d.field, d.label)
+	if !d.final {
 		r.cut = true
-		return false, r.notice(tools.DegenerateNotice, tools.ShownDegenerate(false))
+		return false, r.notice(d.notice, d.shown)
 	}
 	if !r.g.cfg.HideNotices {
-		if err := r.writeNotice(tools.ShownDegenerate(true)); err != nil {
+		if err := r.writeNotice(d.shown); err != nil {
 			return true, err
 		}
 	}
@@ -513,20 +536,17 @@ func streamWithUsage(req *chat.Request) error {
 	return nil
 }
 
-// refusal is a call the guard did not forward.
+// refusal is an answer the guard did not let end: the decision that
+// refused it (a call refused, an envelope asked again, degenerate text
+// cut) and what the model is shown it said.
 type refusal struct {
-	call      chat.ToolCall
-	judgement tools.Judgement
+	decision
+	// call is the refused call (actRefuse).
+	call chat.ToolCall
 	// assistant holds what the model said before the call, with its
 	// reasoning_content, for the next upstream call; nil when it said
 	// nothing.
 	assistant *chat.Message
-	// envelope, when set, is an envelope judged invalid or missing: the
-	// refusal is of the answer's envelope, not of a call.
-	envelope *envelope.Result
-	// degenerate, when set, is the field whose text repeated one phrase
-	// over and over: the answer was cut, not a call refused.
-	degenerate string
 }
 
 // call makes one upstream call and streams its text to the client; an
@@ -679,49 +699,174 @@ const (
 	retried
 )
 
-// step acts on one step of the answer, each rule on its kind of step:
-// the degenerate text rule on text, the envelope rule on envelopes, the
-// call policy on the first call, the envelope rule again at the finish.
+// step acts on one step of the answer: the rule of its kind decides (the
+// degenerate text rule on text, the envelope rule on envelopes and the
+// finish, the call policy on the first call), and apply acts on that.
 func (r *guardRun) step(ctx context.Context, a *answer, st Step, final bool) (outcome, error) {
-	var done, retry bool
-	var err error
 	r.ref = nil
 	switch st.Kind {
 	case StepOpening:
-		if r.stage == stageStarted {
-			r.stage = stageSaying
-			err = r.s.open(st.Data, r.ext)
+		if r.stage != stageStarted {
+			return readOn, nil
 		}
-	case StepText:
-		if field := r.degen.step(st); field != "" {
-			a.stop("")
-			r.ref = &refusal{degenerate: field}
-			return refused, nil
-		}
-		err = r.text(st)
-	case StepEnvelope, StepEnvelopeOpen, StepEnvelopeOver:
-		r.ref, done, err = r.onEnvelope(ctx, a, st)
-	case StepCall, StepLeaked:
-		r.ref, done, err = r.onCall(ctx, a, st, final)
-	case StepFinish:
-		r.ref, done, err = r.onFinish(ctx, a, st)
+		r.stage = stageSaying
+		return r.wroteStep(r.s.open(st.Data, r.ext))
 	case StepEnd:
-		r.ref, retry, err = r.onEnd(ctx, a, st)
-		done = true
-	}
-	switch {
-	case err != nil:
+		retry, err := r.onEnd(ctx, a, st)
+		if retry && err == nil {
+			return retried, nil
+		}
 		return answered, err
-	case retry:
-		return retried, nil
-	case r.ref != nil && !done:
-		return deferred, nil
-	case r.ref != nil:
+	}
+	return r.apply(ctx, a, &st, r.decide(&st, a, final))
+}
+
+// decide asks the rule of the step's kind for its decision; nil passes.
+func (r *guardRun) decide(st *Step, a *answer, final bool) *decision {
+	v := view{final: final, refused: r.refused, cut: r.cut}
+	switch st.Kind {
+	case StepText:
+		return r.degen.judge(st, &v)
+	case StepCall, StepLeaked:
+		return r.calls.judge(st, &v)
+	case StepEnvelope, StepEnvelopeOpen, StepEnvelopeOver, StepFinish:
+		if r.env != nil {
+			v.env, v.said = r.env.state(), a
+			return r.env.rule.judge(st, &v)
+		}
+	}
+	return nil
+}
+
+// apply acts on a rule's decision on st: it writes, counts, stops the
+// answer and leaves the re-ask to the loop.
+func (r *guardRun) apply(ctx context.Context, a *answer, st *Step, d *decision) (outcome, error) {
+	if r.env != nil {
+		r.envelopeStep(st)
+	}
+	if d == nil {
+		return r.pass(ctx, st)
+	}
+	switch d.act {
+	case actHold:
+		r.env.open = true
+	case actWrite:
+		r.reportEnvelope(ctx, d)
+		return r.wroteStep(r.writeContent(d.text))
+	case actReport:
+		r.reportEnvelope(ctx, d)
+		return r.pass(ctx, st)
+	case actReask:
+		return r.reaskEnvelope(ctx, a, st, d)
+	case actForward, actRefuse, actDrop:
+		return r.onCall(ctx, a, st, d)
+	case actCut:
+		a.stop("")
+		r.ref = &refusal{decision: *d}
 		return refused, nil
-	case done:
-		return answered, nil
+	case actPass:
+		return r.pass(ctx, st)
 	}
 	return readOn, nil
+}
+
+// pass lets a step go on as no rule stopped it: text is written, the one
+// finish chunk written (the final call's tool calls were dropped).
+func (r *guardRun) pass(ctx context.Context, st *Step) (outcome, error) {
+	switch st.Kind {
+	case StepText:
+		return r.wroteStep(r.text(*st))
+	case StepFinish:
+		reason := st.Reason
+		if reason == chat.FinishToolCalls {
+			reason = chat.FinishStop
+		}
+		return r.wroteStep(r.finish(ctx, reason))
+	}
+	return readOn, nil
+}
+
+// wroteStep is the outcome of a step that wrote: the answer is read on,
+// unless the write failed.
+func (r *guardRun) wroteStep(err error) (outcome, error) {
+	if err != nil {
+		return answered, err
+	}
+	return readOn, nil
+}
+
+// envelopeStep keeps the envelope rule's standing as steps pass: a
+// closed or given-up envelope is no longer open, and what came before it,
+// like the text before a finish with none open, was a repeat or not.
+func (r *guardRun) envelopeStep(st *Step) {
+	switch {
+	case st.Kind == StepEnvelope || st.Kind == StepEnvelopeOver:
+		r.env.open = false
+		r.env.repeat, r.env.matched = "", ""
+	case st.Kind == StepFinish && !r.env.open:
+		r.env.repeat, r.env.matched = "", ""
+	}
+}
+
+// reportEnvelope keeps the envelope rule's report, when it made one, and
+// counts and traces its decision. The phase label is a phase of the set
+// or "none", so a model cannot grow the label space.
+func (r *guardRun) reportEnvelope(ctx context.Context, d *decision) {
+	if d.report != nil {
+		r.env.report = d.report
+	}
+	var phase envelope.Phase
+	if d.envelope != nil {
+		phase = d.envelope.Phase
+	}
+	label := string(phase)
+	if !r.env.rule.set.Known(phase) {
+		label = "none"
+	}
+	r.g.cfg.Metrics.Envelope(label, d.label)
+	reason := d.reason
+	if reason != "" {
+		reason = "; " + reason
+	}
+	r.trace(ctx, metrics.Trace{Kind: metrics.TraceEnvelope, Verdict: d.label, Reason: "phase " + label + reason})
+}
+
+// reaskEnvelope applies the envelope rule's actReask: the answer is
+// closed, nothing of the envelope reached the client, and the refusal
+// carries what the model said. At the finish the answer is read on to its
+// usage first: the refusal is deferred to its end.
+func (r *guardRun) reaskEnvelope(ctx context.Context, a *answer, st *Step, d *decision) (outcome, error) {
+	atFinish := st.Kind == StepFinish
+	if !atFinish {
+		a.stop("")
+	}
+	r.reportEnvelope(ctx, d)
+	r.env.said = a.content()
+	content, reasoning, err := a.said()
+	if err != nil {
+		return answered, &GuardError{Err: fmt.Errorf("decode what the answer said: %w", err)}
+	}
+	if r.ref, err = refuse(*d, chat.ToolCall{}, content, reasoning, ""); err != nil {
+		return answered, err
+	}
+	if atFinish {
+		return deferred, nil
+	}
+	return refused, nil
+}
+
+// reask puts an envelope refusal to the model: what it said, then the
+// notice that says what was wrong and the exact format.
+func (r *guardRun) reask(ref *refusal) error {
+	r.env.retries++
+	// The client got the answer's text up to its envelope (all of it when
+	// it wrote none).
+	r.env.repeat, _, _ = strings.Cut(r.env.said, envelope.StartDelimiter)
+	r.env.matched = ""
+	if ref.assistant != nil {
+		r.extra = append(r.extra, *ref.assistant)
+	}
+	return r.notice(ref.notice, ref.shown)
 }
 
 // text writes text: a raw chunk byte for byte with the phase metadata
@@ -742,7 +887,14 @@ func (r *guardRun) text(st Step) error {
 			return err
 		}
 	}
-	return r.writeText(st.Text)
+	// Less what repeats the text the client already got from the answer
+	// asked again.
+	var text string
+	text, r.env.repeat, r.env.matched = unrepeated(r.env.repeat, r.env.matched, st.Text)
+	if text == "" {
+		return nil
+	}
+	return r.writeContent(text)
 }
 
 // optional is s, nil when empty: a delta's field that is absent.
@@ -753,43 +905,53 @@ func optional(s string) *string {
 	return &s
 }
 
-// onCall judges the answer's first call, native (StepCall) or written
-// into the content (StepLeaked); the forced final answer drops it (the
-// reader yields one of each kind at most).
-func (r *guardRun) onCall(ctx context.Context, a *answer, st Step, final bool) (*refusal, bool, error) {
-	if final {
-		reason := "tool call in the forced final answer"
-		if st.Kind == StepLeaked {
-			reason = "leaked " + reason
-		}
-		r.trace(ctx, metrics.Trace{Kind: metrics.TraceToolCallRefused, Verdict: "dropped", Reason: reason})
-		r.g.cfg.Metrics.ToolCallJudged("dropped")
-		return nil, false, nil
+// onCall applies the call policy's decision on the answer's first call,
+// native (StepCall) or written into the content (StepLeaked): the forced
+// final answer drops it (the reader yields one of each kind at most);
+// else the upstream is done with (its later calls are never forwarded,
+// and stopping it now stops the model generating before anything is
+// written), and the call forwarded, ending the response, or refused.
+func (r *guardRun) onCall(ctx context.Context, a *answer, st *Step, d *decision) (outcome, error) {
+	if d.act == actDrop {
+		r.trace(ctx, metrics.Trace{Kind: metrics.TraceToolCallRefused, Verdict: d.label, Reason: d.reason})
+		r.g.cfg.Metrics.ToolCallJudged(d.label)
+		return readOn, nil
 	}
-	var ref *refusal
-	var err error
-	if st.Kind == StepLeaked {
-		ref, err = r.onLeak(ctx, a, st.Leak)
-	} else {
-		ref, err = r.decide(ctx, a, *st.Call, nil, "")
+	tc, leaked := r.callOf(ctx, st)
+	a.stop(tc.Function.Name + tc.Function.Arguments)
+	logSchemaErr(ctx, r.x.RequestID, d.judgement)
+	r.trace(ctx, metrics.Trace{Kind: metrics.TraceToolCall, Tool: tc.Function.Name, ToolCallID: tc.ID, Verdict: d.label})
+	r.g.cfg.Metrics.ToolCallJudged(d.label)
+	if d.act == actForward {
+		return answered, r.forward(ctx, st, tc)
 	}
-	return ref, true, err
+	content, reasoning, err := a.said()
+	if err != nil {
+		return answered, &GuardError{Err: fmt.Errorf("decode what the answer said: %w", err)}
+	}
+	if r.ref, err = refuse(*d, tc, content, reasoning, leaked); err != nil {
+		return answered, err
+	}
+	return refused, nil
 }
 
-// onLeak judges the first call recovered from the content.
-func (r *guardRun) onLeak(ctx context.Context, a *answer, lc *deepseek.LeakedCall) (*refusal, error) {
-	tc := lc.Call
+// callOf is the call of st. A leaked call gets an id, is counted and
+// traced, and comes with the content text it was read from, which is cut
+// out of what the model is shown it said, so the re-ask does not hand the
+// model its own broken markup back.
+func (r *guardRun) callOf(ctx context.Context, st *Step) (tc chat.ToolCall, leaked string) {
+	if st.Kind != StepLeaked {
+		return *st.Call, ""
+	}
+	tc = st.Leak.Call
 	tc.ID = newCallID()
-	var pre *tools.Judgement
 	outcome := "recovered"
-	if lc.Err != nil {
+	if st.Leak.Err != nil {
 		outcome = "malformed"
-		pre = &tools.Judgement{Verdict: tools.VerdictMalformed, Tool: tc.Function.Name,
-			Reason: "A tool call was written into the content as text and could not be read: " + lc.Err.Error() + "."}
 	}
 	r.trace(ctx, metrics.Trace{Kind: metrics.TraceLeakedToolCall, Tool: tc.Function.Name, Verdict: outcome})
 	r.g.cfg.Metrics.LeakedToolCall(outcome)
-	return r.decide(ctx, a, tc, pre, lc.Raw)
+	return tc, st.Leak.Raw
 }
 
 // transient decides on an insufficient_system_resource finish: asked
@@ -807,74 +969,31 @@ func (r *guardRun) transient(ctx context.Context, st Step) bool {
 	return false
 }
 
-// onFinish settles the answer at its bare finish (what the finish settled
-// came as steps of their own): the envelope rule is settled and the one
-// finish chunk written.
-func (r *guardRun) onFinish(ctx context.Context, a *answer, st Step) (*refusal, bool, error) {
-	if ref, done, err := r.envelopeAtEnd(ctx, a); ref != nil || done || err != nil {
-		return ref, done, err
-	}
-	reason := st.Reason
-	if reason == chat.FinishToolCalls {
-		reason = chat.FinishStop // the final call's tool calls were dropped
-	}
-	return nil, false, r.finish(ctx, reason)
-}
-
 // onEnd closes an answer read to its end: one cut short is asked again
-// unseen when it may be, else it fails as truncated.
-func (r *guardRun) onEnd(ctx context.Context, a *answer, st Step) (*refusal, bool, error) {
+// unseen (retry) when it may be, else it fails as truncated.
+func (r *guardRun) onEnd(ctx context.Context, a *answer, st Step) (retry bool, err error) {
 	if st.End == EndTruncated {
 		// Neither [DONE] nor a finish reason: the answer was cut off, and
 		// so were the arguments of any call still open: such a call is
 		// never forwarded.
 		if r.s.retryUnseen(ctx, "no finish") {
-			return nil, true, nil
+			return true, nil
 		}
 		r.s.failed(ErrTruncated)
-		return nil, false, ErrTruncated
+		return false, ErrTruncated
 	}
 	a.close() // the usage chunk the client gets sums this answer's too
-	return nil, false, r.closeStream()
+	return false, r.closeStream()
 }
 
-// decide judges the first complete call: forward it and end the response,
-// or refuse it.
-//
-// leaked is the content text a leaked call was read from ("" for a native
-// call): it is cut out of what the model is shown it said, so the re-ask
-// does not hand the model its own broken markup back.
-func (r *guardRun) decide(ctx context.Context, a *answer, tc chat.ToolCall, pre *tools.Judgement, leaked string) (*refusal, error) {
-	// The upstream is done with: its later calls are never forwarded, and
-	// stopping it now stops the model generating before anything is
-	// written.
-	a.stop(tc.Function.Name + tc.Function.Arguments)
-	var j tools.Judgement
-	if pre != nil {
-		j = *pre // decided already: a leaked call that could not be read
-	} else {
-		j = r.policy.Judge(tc)
-		logSchemaErr(ctx, r.x.RequestID, j)
-	}
-	r.trace(ctx, metrics.Trace{Kind: metrics.TraceToolCall, Tool: tc.Function.Name, ToolCallID: tc.ID, Verdict: string(j.Verdict)})
-	r.g.cfg.Metrics.ToolCallJudged(string(j.Verdict))
-	if j.Verdict != tools.VerdictForward {
-		content, reasoning, err := a.said()
-		if err != nil {
-			return nil, &GuardError{Err: fmt.Errorf("decode what the answer said: %w", err)}
-		}
-		return refuse(tc, j, content, reasoning, leaked)
-	}
-	return nil, r.forward(ctx, tc)
-}
-
-// refuse builds the refusal of tc: what the model said before it goes
-// back to the model with the notice.
-func refuse(tc chat.ToolCall, j tools.Judgement, content, reasoning, leaked string) (*refusal, error) {
+// refuse builds the refusal d decided, of tc when a call: what the model
+// said before it goes back to the model with the notice, less leaked,
+// the text of a leaked call.
+func refuse(d decision, tc chat.ToolCall, content, reasoning, leaked string) (*refusal, error) {
 	if leaked != "" {
 		content = strings.TrimSpace(strings.Replace(content, leaked, "", 1))
 	}
-	ref := &refusal{call: tc, judgement: j}
+	ref := &refusal{decision: d, call: tc}
 	if content == "" && reasoning == "" {
 		return ref, nil
 	}
@@ -890,15 +1009,22 @@ func refuse(tc chat.ToolCall, j tools.Judgement, content, reasoning, leaked stri
 	return ref, nil
 }
 
-// forward writes tc as the response's only tool call, and ends it.
-func (r *guardRun) forward(ctx context.Context, tc chat.ToolCall) error {
+// forward writes tc, the call of st, as the response's only tool call,
+// and ends it. An envelope left open is counted invalid and never shown
+// (unless it was given up on already).
+func (r *guardRun) forward(ctx context.Context, st *Step, tc chat.ToolCall) error {
 	if tc.ID == "" {
 		tc.ID = newCallID()
 	}
 	if tc.Type == "" {
 		tc.Type = "function"
 	}
-	r.envelopeAtCall(ctx)
+	if r.env != nil {
+		if d := r.env.rule.judge(st, &view{env: r.env.state()}); d != nil && d.act == actReport {
+			r.reportEnvelope(ctx, d)
+		}
+		r.env.repeat, r.env.matched = "", ""
+	}
 	r.setPhase(ctx, PhaseTool, "tool call forwarded")
 	td := chat.ToolCallDelta{Index: 0, ID: tc.ID, Type: tc.Type}
 	td.Function.Name, td.Function.Arguments = tc.Function.Name, tc.Function.Arguments
@@ -1007,4 +1133,16 @@ func newCallID() string {
 	var b [12]byte
 	_, _ = rand.Read(b[:])
 	return "call_" + hex.EncodeToString(b[:])
+}
+
+// withEnvelope adds the envelope report to the phase metadata.
+func (r *guardRun) withEnvelope(ext []byte) []byte {
+	if r.env == nil || r.env.report == nil {
+		return ext
+	}
+	b, err := json.Marshal(r.env.report)
+	if err != nil {
+		return ext
+	}
+	return chat.WithExtension(ext, "envelope", b)
 }
