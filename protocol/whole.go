@@ -185,7 +185,12 @@ func (c *rawCompletion) member(w *jsonscan.Walker, key []byte) {
 		c.seenObj = true
 		w.Value()
 	default:
-		c.slow = c.slow || foldsTo(key, "choices", "usage", "object") || bytes.Contains(c.keys, append(append([]byte{0}, key...), 0))
+		// A key that a client's decoder takes for a chunk field it is not
+		// spelt as ("ID" beside "id") is read by the last one written,
+		// which the decoder's sorted head would reorder: the decoder
+		// writes it.
+		c.slow = c.slow || foldsTo(key, "choices", "usage", "object") || bytes.Contains(c.keys, append(append([]byte{0}, key...), 0)) ||
+			foldsTo(key, chunkFields...) && !slices.Contains(chunkFields, string(key))
 		c.keys = append(append(append(c.keys, 0), key...), 0)
 		c.head = append(append(append(append(c.head, ',', '"'), key...), '"', ':'), w.Value()...)
 	}
@@ -246,6 +251,9 @@ func (c *rawCompletion) text(bit uint8, v []byte) []byte {
 	c.seen |= bit
 	return v
 }
+
+// chunkFields are the top-level members of a chunk that clients decode.
+var chunkFields = []string{"id", "created", "model", "system_fingerprint", "service_tier"}
 
 // foldsTo reports whether key names one of names as encoding/json matches
 // keys, without being spelt so.

@@ -19,6 +19,8 @@ func FuzzWalkCompletion(f *testing.F) {
 		`{"id":"c","choices":[{"message":{"role":"","content":""},"finish_reason":null}],"usage":null}`,
 		`{"id":"c","choices":[{"message":{"content":"a","content":"b"}}]}`,
 		`{"id":"c","id":"d","choices":[{"message":{"content":"a"}}]}`,
+		`{"id":"x","ID":"y","choices":[{"message":{"content":"a"}}]}`,
+		`{"Model":"y","model":"x","choices":[{"message":{"content":"a"}}]}`,
 		`{"Choices":[],"choices":[{"message":{"content":"a"}}]}`,
 		`{"choices":[{"message":{"content":["a"]}}]}`,
 		`{"choices":[{"message":{"content":"a","tool_calls":[{"id":"x","type":"function","function":{"name":"f","arguments":"{}"}}]}}]}`,
