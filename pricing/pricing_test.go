@@ -34,8 +34,8 @@ var published = []struct {
 
 // OpenAI's published prices, standard tier, USD per 1M tokens: input,
 // cached input, output. OpenAI's own page
-// (https://developers.openai.com/api/docs/pricing) cannot be read from
-// where these tests were written, so each row is checked against two
+// (https://developers.openai.com/api/docs/pricing) could not be fetched
+// when the table was written, so each row is checked against two
 // transcriptions of it, read on 2026-11-27, that agree:
 //   - the table Pydantic maintains for its cost tracking,
 //     https://github.com/pydantic/genai-prices, prices/providers/openai.yml

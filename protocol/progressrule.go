@@ -50,7 +50,9 @@ func (p progressRule) judge(_ *Step, v *view) *decision {
 }
 
 func (progressRule) labels() (decided, counted []string) {
-	return []string{budgetCycles, budgetAgentCycles, budgetRefusals}, metrics.Budgets
+	// A spent session's label is the session package's, one of
+	// metrics.SessionCaps.
+	return append([]string{budgetCycles, budgetAgentCycles, budgetRefusals}, metrics.SessionCaps...), metrics.Budgets
 }
 
 // used is what the turn spent of its cycle budget: every tool execution

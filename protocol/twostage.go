@@ -130,8 +130,10 @@ func NewTwoStage(cfg TwoStageConfig, tracer Tracer) *TwoStage {
 // Name returns "two-stage".
 func (*TwoStage) Name() string { return "two-stage" }
 
-// Run serves one request. The upstream is always asked to stream and to
-// report usage; the events yielded are the stream the client gets.
+// Run serves one request. The upstream is asked to stream and to report
+// usage (for a client that asked for a whole answer, with WholeAnswers, for
+// a whole answer, read as the stream of it); the events yielded are the
+// stream the client gets.
 func (g *TwoStage) Run(ctx context.Context, x *Exchange) iter.Seq2[Event, error] {
 	return func(yield func(Event, error) bool) {
 		r := g.newRun(x, yield)
@@ -478,8 +480,8 @@ func (r *guardRun) withRules(msgs, history []chat.Message) []chat.Message {
 }
 
 // upstreamRequest builds the request of one internal call and counts it:
-// the client's request as the proxy fitted it, made to stream with usage,
-// plus what the guard appended, fitted again when anything was appended or
+// the client's request as the proxy fitted it, made to stream with usage
+// (unless the guard asks for a whole answer), plus what the guard appended, fitted again when anything was appended or
 // tools were taken away.
 func (r *guardRun) upstreamRequest(final bool) (*chat.Request, Prompt, error) {
 	req := r.x.Request.Clone()
@@ -549,7 +551,7 @@ type refusal struct {
 	assistant *chat.Message
 }
 
-// call makes one upstream call and streams its text to the client; an
+// call makes one upstream call and passes its text on to the client; an
 // answer that ended transiently unseen is asked again, as the next
 // iteration. It returns a refusal when the model's first tool call was not
 // forwarded, nil when the response is complete (a call forwarded, or an

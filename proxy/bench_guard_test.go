@@ -101,7 +101,8 @@ func BenchmarkGuardProfiles(b *testing.B) {
 // through /standard/v1 (the upstream's whole answer passed on),
 // /two-stage/v1 (the guard asks for a stream of 13 events and builds the
 // answer) and /two-stage/v1 of a guard with whole answers (it asks for the
-// whole answer and reads it as a stream of six chunks), and reports the CPU time of the whole process per request: the
+// whole answer and reads it as a stream of its chunks: usage, opening,
+// content, finish), and reports the CPU time of the whole process per request: the
 // difference between the routes is the guard's.
 //
 //	go test ./proxy -run '^$' -bench '^BenchmarkSmallAnswer$' -benchtime 3000x -benchmem -count 5

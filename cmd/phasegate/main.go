@@ -140,6 +140,9 @@ func dispatch(ctx context.Context, args []string, getenv func(string) string, st
 type runHooks struct {
 	// listening, when set, is told the address the server listens on.
 	listening func(net.Addr)
+	// adminListening, when set, is told the address the admin routes
+	// listen on (ADMIN_LISTEN_ADDR).
+	adminListening func(net.Addr)
 	// logDelay is how long a log line waits to be written with others.
 	logDelay time.Duration
 }
@@ -181,7 +184,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	defer closeShared()
 	if o.AdminAddr != "" {
-		stopAdmin, err := serveAdmin(o.AdminAddr, h, log)
+		stopAdmin, err := serveAdmin(o.AdminAddr, h, log, hooks.adminListening)
 		if err != nil {
 			return err
 		}
@@ -283,14 +286,11 @@ func startTracing(ctx context.Context, getenv func(string) string, stderr io.Wri
 	}, nil
 }
 
-// adminListening, when set, is told the address the admin routes listen
-// on.
-var adminListening func(net.Addr)
-
 // serveAdmin serves the admin routes (/metrics, /debug/, health) on a
 // listener of their own until stop is called, after the client routes
 // shut down: an operator still sees /readyz answer 503 while they drain.
-func serveAdmin(addr string, h *proxy.Handler, log *slog.Logger) (stop func(), err error) {
+// listening, when set, is told the address they listen on.
+func serveAdmin(addr string, h *proxy.Handler, log *slog.Logger, listening func(net.Addr)) (stop func(), err error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("listen on ADMIN_LISTEN_ADDR: %w", err)
@@ -302,8 +302,8 @@ func serveAdmin(addr string, h *proxy.Handler, log *slog.Logger) (stop func(), e
 		_ = srv.Serve(ln) // ErrServerClosed once stopped
 	}()
 	log.Info("admin routes listening", "addr", ln.Addr().String())
-	if adminListening != nil {
-		adminListening(ln.Addr())
+	if listening != nil {
+		listening(ln.Addr())
 	}
 	return func() {
 		_ = srv.Close()

@@ -112,6 +112,13 @@ func start(t *testing.T, args []string, e map[string]string) *gateway {
 // they are written.
 func startLogging(t *testing.T, args []string, e map[string]string, delay time.Duration) *gateway {
 	t.Helper()
+	return startHooked(t, args, e, runHooks{logDelay: delay})
+}
+
+// startHooked is start with the run's hooks (its own listening hook is
+// set here).
+func startHooked(t *testing.T, args []string, e map[string]string, hooks runHooks) *gateway {
+	t.Helper()
 	full := map[string]string{"LISTEN_ADDR": "127.0.0.1:0", "LOG_LEVEL": "info", "SHUTDOWN_DRAIN_DELAY": "0"}
 	for k, v := range e {
 		full[k] = v
@@ -122,7 +129,7 @@ func startLogging(t *testing.T, args []string, e map[string]string, delay time.D
 	g.cancel = func() { g.interrupt(nil) }
 
 	addrc := make(chan net.Addr, 1)
-	hooks := runHooks{listening: func(a net.Addr) { addrc <- a }, logDelay: delay}
+	hooks.listening = func(a net.Addr) { addrc <- a }
 	go func() { g.done <- run(ctx, args, env(full), io.Discard, g.log, hooks) }()
 	select {
 	case a := <-addrc:
@@ -693,13 +700,12 @@ func TestRunClientKeys(t *testing.T) {
 // TestRunAdminListener: with ADMIN_LISTEN_ADDR, /metrics is served on its
 // own listener and no longer beside the client routes.
 func TestRunAdminListener(t *testing.T) {
-	addrc := make(chan net.Addr, 1)
-	adminListening = func(a net.Addr) { addrc <- a }
-	t.Cleanup(func() { adminListening = nil })
-	g := start(t, nil, map[string]string{"ADMIN_LISTEN_ADDR": "127.0.0.1:0"})
+	adminc := make(chan net.Addr, 1)
+	g := startHooked(t, nil, map[string]string{"ADMIN_LISTEN_ADDR": "127.0.0.1:0"},
+		runHooks{logDelay: gather.DefaultDelay, adminListening: func(a net.Addr) { adminc <- a }})
 	var admin string
 	select {
-	case a := <-addrc:
+	case a := <-adminc:
 		admin = "http://" + a.String()
 	case <-time.After(wait):
 		t.Fatal("the admin routes never listened")
