@@ -22,6 +22,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"golang.org/x/term"
 
 	"github.com/phasegate/phasegate/deepseek"
 	"github.com/phasegate/phasegate/internal/gather"
@@ -92,18 +93,11 @@ func signalContext(interactive bool) (ctx context.Context, stop func()) {
 	}
 }
 
-// isTerminal reports whether f is a terminal (a character device), as
-// stdin is when a person started the gateway by hand. The null device is
-// a character device too, and the stdin of a process started with none
-// (by a container engine, a service manager, exec.Cmd): it is not one.
-func isTerminal(f *os.File) bool {
-	fi, err := f.Stat()
-	if err != nil || fi.Mode()&os.ModeCharDevice == 0 {
-		return false
-	}
-	null, err := os.Stat(os.DevNull)
-	return err != nil || !os.SameFile(fi, null)
-}
+// isTerminal reports whether f is a terminal, as stdin is when a person
+// started the gateway by hand; the null device, the stdin of a process
+// started with none (by a container engine, a service manager, exec.Cmd),
+// is not one.
+func isTerminal(f *os.File) bool { return term.IsTerminal(int(f.Fd())) }
 
 // dispatch runs the subcommand args name: the gateway by default, demo,
 // healthcheck, or help. A request for help or the version is answered on stdout and is no

@@ -421,4 +421,13 @@ func TestIsTerminal(t *testing.T) {
 			t.Errorf("isTerminal(%s) = true", f.Name())
 		}
 	}
+	// A pseudo-terminal's master answers as a terminal does.
+	pty, err := os.OpenFile("/dev/ptmx", os.O_RDWR, 0)
+	if err != nil {
+		t.Fatalf("open a pseudo-terminal: %v", err)
+	}
+	defer pty.Close()
+	if !isTerminal(pty) {
+		t.Errorf("isTerminal(%s) = false", pty.Name())
+	}
 }
