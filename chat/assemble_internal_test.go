@@ -141,3 +141,36 @@ func (a *Assembler) completionByMap() ([]byte, error) {
 	}
 	return b, nil
 }
+
+// BenchmarkCompletion writes the completion of a small answer (a role, nine
+// words, a finish, usage, the gateway's extension) in one pass and, for
+// comparison, as encoding/json writes it from a map:
+//
+//	go test ./chat -run '^$' -bench '^BenchmarkCompletion$' -benchmem
+func BenchmarkCompletion(b *testing.B) {
+	head := `{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1700000000,"model":"deepseek-chat","choices":[{"index":0,"delta":`
+	var a Assembler
+	chunks := []string{head + `{"role":"assistant","content":""},"finish_reason":null}]}`}
+	for _, w := range []string{"The ", "handler ", "closes ", "the ", "stream ", "early, ", "so ", "tests ", "fail."} {
+		chunks = append(chunks, head+`{"content":"`+w+`"},"finish_reason":null}],"x_phasegate":{"phase":"final"}}`)
+	}
+	chunks = append(chunks, head+`{},"finish_reason":"stop"}]}`, `{"choices":[],"usage":{"prompt_tokens":24,"completion_tokens":9,"total_tokens":33}}`)
+	for _, c := range chunks {
+		if err := a.Add([]byte(c)); err != nil {
+			b.Fatal(err)
+		}
+	}
+	for _, bm := range []struct {
+		name string
+		f    func() ([]byte, error)
+	}{{"written", a.Completion}, {"map", a.completionByMap}} {
+		b.Run(bm.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := bm.f(); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
