@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"sort"
 	"strings"
 	"unicode/utf8"
 
@@ -239,50 +238,4 @@ func (a *Assembler) delta(d *Delta) {
 		tc.Function.Name += td.Function.Name
 		tc.Function.Arguments += td.Function.Arguments
 	}
-}
-
-// Completion returns the assembled chat.completion.
-func (a *Assembler) Completion() ([]byte, error) {
-	// refusal is required by the chat.completion message's schema, null
-	// when there is none; the gateway never assembles one.
-	msg := map[string]any{"role": "assistant", "content": nil, "refusal": nil}
-	if a.role != "" {
-		msg["role"] = a.role
-	}
-	if a.hasText || len(a.calls) == 0 {
-		msg["content"] = a.content.String()
-	}
-	if a.hasReason {
-		msg["reasoning_content"] = a.reasoning.String()
-	}
-	if len(a.calls) > 0 {
-		idx := make([]int, 0, len(a.calls))
-		for i := range a.calls {
-			idx = append(idx, i)
-		}
-		sort.Ints(idx)
-		calls := make([]ToolCall, 0, len(idx))
-		for _, i := range idx {
-			calls = append(calls, *a.calls[i])
-		}
-		msg["tool_calls"] = calls
-	}
-	out := map[string]any{
-		"id": a.header.ID, "object": "chat.completion", "created": a.header.Created, "model": a.header.Model,
-		"choices": []any{map[string]any{"index": 0, "message": msg, "logprobs": nil, "finish_reason": a.finish}},
-	}
-	if a.header.SystemFingerprint != "" {
-		out["system_fingerprint"] = a.header.SystemFingerprint
-	}
-	if len(a.usage) > 0 {
-		out["usage"] = a.usage
-	}
-	for k, v := range a.extra {
-		out[k] = v
-	}
-	b, err := json.Marshal(out)
-	if err != nil {
-		return nil, fmt.Errorf("encode completion: %w", err)
-	}
-	return b, nil
 }

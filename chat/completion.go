@@ -1,0 +1,191 @@
+package chat
+
+import (
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+)
+
+// Completion returns the assembled chat.completion. It is written as
+// encoding/json writes the completion as a map (members in key order,
+// strings escaped as it escapes them, raw values compacted), in one pass
+// over the assembled fields.
+func (a *Assembler) Completion() ([]byte, error) {
+	o := object{b: make([]byte, 0, 256+a.content.Len()+a.reasoning.Len()), extra: a.extra}
+	o.b = append(o.b, '{')
+	o.extras = o.sortedExtras()
+	o.key("choices")
+	o.b = append(o.b, `[{"finish_reason":`...)
+	o.nullableString(a.finish)
+	o.b = append(o.b, `,"index":0,"logprobs":null,"message":`...)
+	a.appendMessage(&o)
+	o.b = append(o.b, "}]"...)
+	o.key("created")
+	o.b = strconv.AppendInt(o.b, a.header.Created, 10)
+	o.key("id")
+	o.b = appendJSONString(o.b, a.header.ID)
+	o.key("model")
+	o.b = appendJSONString(o.b, a.header.Model)
+	o.key("object")
+	o.b = append(o.b, `"chat.completion"`...)
+	if a.header.SystemFingerprint != "" {
+		o.key("system_fingerprint")
+		o.b = appendJSONString(o.b, a.header.SystemFingerprint)
+	}
+	if len(a.usage) > 0 {
+		o.key("usage")
+		o.raw(a.usage)
+	}
+	o.key("")
+	if o.err != nil {
+		return nil, fmt.Errorf("encode completion: %w", o.err)
+	}
+	return append(o.b, '}'), nil
+}
+
+// appendMessage appends choice 0's message: content (null when the answer
+// is only tool calls), reasoning_content when there was any, refusal
+// (required by the schema, null: the gateway never assembles one), role,
+// and the tool calls in index order.
+func (a *Assembler) appendMessage(o *object) {
+	role := "assistant"
+	if a.role != "" {
+		role = a.role
+	}
+	o.b = append(o.b, `{"content":`...)
+	if a.hasText || len(a.calls) == 0 {
+		o.b = appendJSONString(o.b, a.content.String())
+	} else {
+		o.b = append(o.b, "null"...)
+	}
+	if a.hasReason {
+		o.b = append(o.b, `,"reasoning_content":`...)
+		o.b = appendJSONString(o.b, a.reasoning.String())
+	}
+	o.b = append(o.b, `,"refusal":null,"role":`...)
+	o.b = appendJSONString(o.b, role)
+	if len(a.calls) > 0 {
+		idx := make([]int, 0, len(a.calls))
+		for i := range a.calls {
+			idx = append(idx, i)
+		}
+		sort.Ints(idx)
+		calls := make([]ToolCall, 0, len(idx))
+		for _, i := range idx {
+			calls = append(calls, *a.calls[i])
+		}
+		enc, err := json.Marshal(calls)
+		if err != nil && o.err == nil {
+			o.err = err
+		}
+		o.b = append(append(o.b, `,"tool_calls":`...), enc...)
+	}
+	o.b = append(o.b, '}')
+}
+
+// object writes the members of a JSON object in key order, the kept
+// members of the chunks (extra, whose keys are none of a completion's
+// own) merged in among the completion's.
+type object struct {
+	b      []byte
+	n      int
+	extra  map[string]json.RawMessage
+	extras []string // the keys of extra not yet written, in order
+	err    error
+}
+
+func (o *object) sortedExtras() []string {
+	if len(o.extra) == 0 {
+		return nil
+	}
+	keys := make([]string, 0, len(o.extra))
+	for k := range o.extra {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// key writes the extra members whose keys come before k, then k's; ""
+// writes the extra members left.
+func (o *object) key(k string) {
+	for len(o.extras) > 0 && (k == "" || o.extras[0] < k) {
+		e := o.extras[0]
+		o.extras = o.extras[1:]
+		o.name(e)
+		o.raw(o.extra[e])
+	}
+	if k != "" {
+		o.name(k)
+	}
+}
+
+func (o *object) name(k string) {
+	if o.n > 0 {
+		o.b = append(o.b, ',')
+	}
+	o.n++
+	o.b = append(appendJSONString(o.b, k), ':')
+}
+
+func (o *object) nullableString(s *string) {
+	if s == nil {
+		o.b = append(o.b, "null"...)
+		return
+	}
+	o.b = appendJSONString(o.b, *s)
+}
+
+// raw writes v as encoding/json writes a json.RawMessage: as it is when
+// it has no space and nothing it escapes, else by encoding/json.
+func (o *object) raw(v json.RawMessage) {
+	if v == nil {
+		o.b = append(o.b, "null"...)
+		return
+	}
+	plain := true
+	for _, c := range v {
+		switch c {
+		case ' ', '\t', '\n', '\r', '<', '>', '&', 0xE2:
+			plain = false
+		}
+	}
+	if plain {
+		o.b = append(o.b, v...)
+		return
+	}
+	enc, err := json.Marshal(v)
+	if err != nil && o.err == nil {
+		o.err = err
+	}
+	o.b = append(o.b, enc...)
+}
+
+// appendJSONString appends s as encoding/json writes a string: <, > and &
+// escaped, invalid UTF-8 as U+FFFD, U+2028 and U+2029 escaped.
+func appendJSONString(b []byte, s string) []byte {
+	if plainString(s) {
+		b = append(b, '"')
+		b = append(b, s...)
+		return append(b, '"')
+	}
+	enc, _ := json.Marshal(s) // a string always encodes
+	return append(b, enc...)
+}
+
+// plainString reports whether encoding/json writes s as it is, quoted.
+func plainString(s string) bool {
+	ascii := true
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c < 0x20, c == '"', c == '\\', c == '<', c == '>', c == '&':
+			return false
+		case c >= utf8.RuneSelf:
+			ascii = false
+		}
+	}
+	return ascii || utf8.ValidString(s) && !strings.ContainsRune(s, '\u2028') && !strings.ContainsRune(s, '\u2029')
+}
