@@ -77,20 +77,31 @@ func startProcess(t *testing.T, e map[string]string) *child {
 		}
 	})
 
-	deadline := time.Now().Add(wait)
-	for c.addr == "" {
+	c.await(t, "its address", func() bool {
 		c.addr = c.logged("phasegate listening")
+		return c.addr != ""
+	})
+	return c
+}
+
+// await waits, within wait, until logged reports what the child logged
+// (what, in the failure) is there; the child exiting first fails the
+// test. The log is a file the child writes, so it is read again every
+// 20 ms: there is nothing to wait on but the file.
+func (c *child) await(t *testing.T, what string, logged func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(wait)
+	for !logged() {
 		select {
 		case <-c.exited:
-			t.Fatalf("the gateway exited before listening (%v); its log:\n%s", c.err, c.log())
+			t.Fatalf("the gateway exited (%v) before it logged %s; its log:\n%s", c.err, what, c.log())
 		default:
 		}
-		if c.addr == "" && time.Now().After(deadline) {
-			t.Fatalf("the gateway did not log its address within %v; its log:\n%s", wait, c.log())
+		if time.Now().After(deadline) {
+			t.Fatalf("the gateway did not log %s within %v; its log:\n%s", what, wait, c.log())
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	return c
 }
 
 // log returns what the child logged so far.
@@ -377,13 +388,7 @@ func TestProcessSecondSignalStopsAtOnce(t *testing.T) {
 	if err := c.cmd.Process.Signal(syscall.SIGINT); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(wait)
-	for !strings.Contains(c.log(), `"msg":"draining`) {
-		if time.Now().After(deadline) {
-			t.Fatalf("no drain logged within %v of SIGINT; the gateway's log:\n%s", wait, c.log())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	c.await(t, "a drain after SIGINT", func() bool { return strings.Contains(c.log(), `"msg":"draining`) })
 	if !strings.Contains(c.log(), `"delay":"1h0m0s"`) {
 		t.Errorf("a SIGINT with no terminal did not drain for SHUTDOWN_DRAIN_DELAY:\n%s", c.log())
 	}
