@@ -198,10 +198,9 @@ func (t *chatTool) appendJSON(dst []byte) []byte {
 	return append(o.close(), '}')
 }
 
-// appendString appends s as a JSON string: quotes, backslashes and
-// control characters escaped, invalid UTF-8 written as U+FFFD, as
-// encoding/json writes it (it also escapes <, > and &, which JSON does
-// not need).
+// appendString appends s as a JSON string: quotes, backslashes, control
+// characters, U+2028 and U+2029 escaped, invalid UTF-8 written as U+FFFD,
+// as encoding/json writes it with HTML escaping off.
 func appendString(dst []byte, s string) []byte {
 	dst = append(dst, '"')
 	start := 0
@@ -222,6 +221,10 @@ func appendString(dst []byte, s string) []byte {
 				dst = append(dst, '\\', 'r')
 			case '\t':
 				dst = append(dst, '\\', 't')
+			case '\b':
+				dst = append(dst, '\\', 'b')
+			case '\f':
+				dst = append(dst, '\\', 'f')
 			default:
 				dst = append(dst, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
 			}
@@ -230,11 +233,14 @@ func appendString(dst []byte, s string) []byte {
 			continue
 		}
 		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && size == 1 {
+		switch {
+		case r == utf8.RuneError && size == 1:
 			dst = append(append(dst, s[start:i]...), `\ufffd`...)
-			i += size
-			start = i
-			continue
+			start = i + size
+		case r == '\u2028' || r == '\u2029':
+			// Valid JSON, but not valid JavaScript in a string.
+			dst = append(append(dst, s[start:i]...), '\\', 'u', '2', '0', '2', hexDigits[r&0xf])
+			start = i + size
 		}
 		i += size
 	}
