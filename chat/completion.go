@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"sort"
 	"strconv"
-	"strings"
-	"unicode/utf8"
+
+	"github.com/phasegate/phasegate/internal/jsonscan"
 )
 
 // Completion returns the assembled chat.completion. It is written as
@@ -164,28 +164,6 @@ func (o *object) raw(v json.RawMessage) {
 	o.b = append(o.b, enc...)
 }
 
-// appendJSONString appends s as encoding/json writes a string: <, > and &
+// appendJSONString appends s as json.Marshal writes a string: <, > and &
 // escaped, invalid UTF-8 as U+FFFD, U+2028 and U+2029 escaped.
-func appendJSONString(b []byte, s string) []byte {
-	if plainString(s) {
-		b = append(b, '"')
-		b = append(b, s...)
-		return append(b, '"')
-	}
-	enc, _ := json.Marshal(s) // a string always encodes
-	return append(b, enc...)
-}
-
-// plainString reports whether encoding/json writes s as it is, quoted.
-func plainString(s string) bool {
-	ascii := true
-	for i := 0; i < len(s); i++ {
-		switch c := s[i]; {
-		case c < 0x20, c == '"', c == '\\', c == '<', c == '>', c == '&':
-			return false
-		case c >= utf8.RuneSelf:
-			ascii = false
-		}
-	}
-	return ascii || utf8.ValidString(s) && !strings.ContainsRune(s, '\u2028') && !strings.ContainsRune(s, '\u2029')
-}
+func appendJSONString(b []byte, s string) []byte { return jsonscan.AppendString(b, s, true) }

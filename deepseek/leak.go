@@ -10,6 +10,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/phasegate/phasegate/chat"
+	"github.com/phasegate/phasegate/internal/jsonscan"
 	"github.com/phasegate/phasegate/tools"
 )
 
@@ -1291,13 +1292,7 @@ func objectOf(params []dsmlParam) []byte {
 
 // appendJSONString appends s as a JSON string, leaving <, > and & as they
 // are.
-func appendJSONString(dst []byte, s string) []byte {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	_ = enc.Encode(s) // a string always encodes
-	return append(dst, bytes.TrimSuffix(buf.Bytes(), []byte{'\n'})...)
-}
+func appendJSONString(dst []byte, s string) []byte { return jsonscan.AppendString(dst, s, false) }
 
 // validName reports whether n can be a tool name: not empty, at most 256
 // bytes of valid UTF-8, no spaces or controls (Unicode's), quotes or

@@ -3,7 +3,8 @@ package messages
 import (
 	"encoding/json"
 	"strconv"
-	"unicode/utf8"
+
+	"github.com/phasegate/phasegate/internal/jsonscan"
 )
 
 // chatRequest is the chat completion request the translation writes.
@@ -198,53 +199,6 @@ func (t *chatTool) appendJSON(dst []byte) []byte {
 	return append(o.close(), '}')
 }
 
-// appendString appends s as a JSON string: quotes, backslashes, control
-// characters, U+2028 and U+2029 escaped, invalid UTF-8 written as U+FFFD,
-// as encoding/json writes it with HTML escaping off.
-func appendString(dst []byte, s string) []byte {
-	dst = append(dst, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c >= 0x20 && c != '"' && c != '\\' && c < utf8.RuneSelf {
-			i++
-			continue
-		}
-		if c < utf8.RuneSelf {
-			dst = append(dst, s[start:i]...)
-			switch c {
-			case '"', '\\':
-				dst = append(dst, '\\', c)
-			case '\n':
-				dst = append(dst, '\\', 'n')
-			case '\r':
-				dst = append(dst, '\\', 'r')
-			case '\t':
-				dst = append(dst, '\\', 't')
-			case '\b':
-				dst = append(dst, '\\', 'b')
-			case '\f':
-				dst = append(dst, '\\', 'f')
-			default:
-				dst = append(dst, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
-			}
-			i++
-			start = i
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		switch {
-		case r == utf8.RuneError && size == 1:
-			dst = append(append(dst, s[start:i]...), `\ufffd`...)
-			start = i + size
-		case r == '\u2028' || r == '\u2029':
-			// Valid JSON, but not valid JavaScript in a string.
-			dst = append(append(dst, s[start:i]...), '\\', 'u', '2', '0', '2', hexDigits[r&0xf])
-			start = i + size
-		}
-		i += size
-	}
-	return append(append(dst, s[start:]...), '"')
-}
-
-const hexDigits = "0123456789abcdef"
+// appendString appends s as a JSON string, as an encoding/json Encoder
+// without HTML escaping writes it.
+func appendString(dst []byte, s string) []byte { return jsonscan.AppendString(dst, s, false) }
