@@ -201,7 +201,7 @@ type OutChunk struct {
 	SystemFingerprint string          `json:"system_fingerprint,omitempty"`
 	Choices           []OutChoice     `json:"choices"`
 	Usage             json.RawMessage `json:"usage,omitempty"`
-	Extension         any             `json:"phasegate,omitempty"`
+	Extension         json.RawMessage `json:"phasegate,omitempty"`
 }
 
 // OutChoice is a choice of a chunk the gateway writes: the choice it

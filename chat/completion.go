@@ -139,12 +139,21 @@ func (o *object) nullableString(s *string) {
 	o.b = appendJSONString(o.b, *s)
 }
 
-// raw writes v as encoding/json writes a json.RawMessage: as it is when
-// it has no space and nothing it escapes, else by encoding/json.
+// raw writes v as encoding/json writes a json.RawMessage (appendRaw).
 func (o *object) raw(v json.RawMessage) {
+	var err error
+	if o.b, err = appendRaw(o.b, v); err != nil && o.err == nil {
+		o.err = err
+	}
+}
+
+// appendRaw appends v as encoding/json writes a json.RawMessage member:
+// null when nil, as it is when it is valid and has no space and nothing
+// encoding/json escapes, else by encoding/json, which compacts it (and
+// fails on what is not JSON).
+func appendRaw(dst []byte, v json.RawMessage) ([]byte, error) {
 	if v == nil {
-		o.b = append(o.b, "null"...)
-		return
+		return append(dst, "null"...), nil
 	}
 	plain := true
 	for _, c := range v {
@@ -153,15 +162,14 @@ func (o *object) raw(v json.RawMessage) {
 			plain = false
 		}
 	}
-	if plain {
-		o.b = append(o.b, v...)
-		return
+	if plain && json.Valid(v) {
+		return append(dst, v...), nil
 	}
 	enc, err := json.Marshal(v)
-	if err != nil && o.err == nil {
-		o.err = err
+	if err != nil {
+		return dst, err
 	}
-	o.b = append(o.b, enc...)
+	return append(dst, enc...), nil
 }
 
 // appendJSONString appends s as json.Marshal writes a string: <, > and &

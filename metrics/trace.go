@@ -7,6 +7,7 @@ package metrics
 import (
 	"context"
 	"log/slog"
+	"time"
 
 	"github.com/phasegate/phasegate/internal/redact"
 )
@@ -82,7 +83,7 @@ type Trace struct {
 
 // TraceLog writes trace events as structured log lines.
 type TraceLog struct {
-	log *slog.Logger
+	h slog.Handler
 }
 
 // NewTraceLog returns a tracer that logs to log at Info level. Its lines
@@ -90,36 +91,38 @@ type TraceLog struct {
 // tool names, call ids and reasons come from the model's output and from
 // upstream errors, so they are not trusted to be free of credentials.
 func NewTraceLog(log *slog.Logger) *TraceLog {
-	return &TraceLog{log: slog.New(RedactingHandler(log.Handler()))}
+	return &TraceLog{h: RedactingHandler(log.Handler())}
 }
 
-// Trace logs ev.
+// Trace logs ev. The record goes to the handler without a caller's
+// program counter, which slog.Logger would take with runtime.Callers
+// for every line: no handler of the gateway writes the source.
 func (t *TraceLog) Trace(ctx context.Context, ev Trace) {
-	if !t.log.Enabled(ctx, slog.LevelInfo) {
+	if !t.h.Enabled(ctx, slog.LevelInfo) {
 		return
 	}
-	attrs := make([]slog.Attr, 0, 10)
-	attrs = append(attrs, slog.String("event", string(ev.Kind)), slog.String("request_id", ev.RequestID))
+	r := slog.NewRecord(time.Now(), slog.LevelInfo, "trace", 0)
+	r.AddAttrs(slog.String("event", string(ev.Kind)), slog.String("request_id", ev.RequestID))
 	if ev.ProjectID != "" {
-		attrs = append(attrs, slog.String("project_id", ev.ProjectID))
+		r.AddAttrs(slog.String("project_id", ev.ProjectID))
 	}
 	if ev.Phase != "" {
-		attrs = append(attrs, slog.String("phase", ev.Phase), slog.Int("phase_index", ev.PhaseIndex))
+		r.AddAttrs(slog.String("phase", ev.Phase), slog.Int("phase_index", ev.PhaseIndex))
 	}
-	attrs = append(attrs, slog.Int("cycle_index", ev.CycleIndex))
+	r.AddAttrs(slog.Int("cycle_index", ev.CycleIndex))
 	if ev.Tool != "" {
-		attrs = append(attrs, slog.String("tool", ev.Tool))
+		r.AddAttrs(slog.String("tool", ev.Tool))
 	}
 	if ev.ToolCallID != "" {
-		attrs = append(attrs, slog.String("tool_call_id", ev.ToolCallID))
+		r.AddAttrs(slog.String("tool_call_id", ev.ToolCallID))
 	}
 	if ev.Verdict != "" {
-		attrs = append(attrs, slog.String("verdict", ev.Verdict))
+		r.AddAttrs(slog.String("verdict", ev.Verdict))
 	}
 	if ev.Reason != "" {
-		attrs = append(attrs, slog.String("reason", ev.Reason))
+		r.AddAttrs(slog.String("reason", ev.Reason))
 	}
-	t.log.LogAttrs(ctx, slog.LevelInfo, "trace", attrs...)
+	_ = t.h.Handle(ctx, r)
 }
 
 // Redacted replaces a credential in logs; proxy.Secret prints the same.

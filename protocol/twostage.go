@@ -8,11 +8,13 @@ import (
 	"errors"
 	"fmt"
 	"iter"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/phasegate/phasegate/chat"
 	"github.com/phasegate/phasegate/envelope"
+	"github.com/phasegate/phasegate/internal/jsonscan"
 	"github.com/phasegate/phasegate/metrics"
 	"github.com/phasegate/phasegate/tools"
 )
@@ -276,14 +278,22 @@ func (r *guardRun) setPhase(ctx context.Context, p Phase, reason string) {
 	}
 	r.phase = p
 	r.phaseIndex++
-	r.ext, _ = json.Marshal(struct {
-		Phase      Phase  `json:"phase"`
-		RequestID  string `json:"request_id"`
-		ProjectID  string `json:"project_id"`
-		PhaseIndex int    `json:"phase_index"`
-		CycleIndex int    `json:"cycle_index"`
-	}{p, r.x.RequestID, r.x.ProjectID, r.phaseIndex, cycle})
+	r.ext = phaseExtension(p, r.x.RequestID, r.x.ProjectID, r.phaseIndex, cycle)
 	r.trace(ctx, metrics.Trace{Kind: metrics.TracePhaseStart})
+}
+
+// phaseExtension is the metadata every chunk of a phase carries, as
+// json.Marshal writes the struct of these five members in this order
+// (FuzzPhaseExtension holds it to that). A new slice each time: events
+// already emitted keep the one they were given.
+func phaseExtension(p Phase, requestID, projectID string, phaseIndex, cycleIndex int) []byte {
+	b := make([]byte, 0, 80+len(p)+len(requestID)+len(projectID))
+	b = jsonscan.AppendString(append(b, `{"phase":`...), string(p), true)
+	b = jsonscan.AppendString(append(b, `,"request_id":`...), requestID, true)
+	b = jsonscan.AppendString(append(b, `,"project_id":`...), projectID, true)
+	b = strconv.AppendInt(append(b, `,"phase_index":`...), int64(phaseIndex), 10)
+	b = strconv.AppendInt(append(b, `,"cycle_index":`...), int64(cycleIndex), 10)
+	return append(b, '}')
 }
 
 // serve is the guard's loop: action phases until a call is forwarded, the
@@ -973,7 +983,7 @@ func (r *guardRun) finish(ctx context.Context, reason string) error {
 	}
 	c := r.header.NewChunk()
 	c.Choices = []chat.OutChoice{{Index: 0, FinishReason: &reason}}
-	c.Extension = json.RawMessage(r.ext)
+	c.Extension = r.ext
 	return r.writeChunk(c)
 }
 
@@ -989,7 +999,7 @@ func (r *guardRun) closeStream() error {
 		if r.s.estimated {
 			ext = chat.WithExtension(ext, "usage_estimated", []byte("true"))
 		}
-		c.Extension = json.RawMessage(ext)
+		c.Extension = ext
 		if err := r.writeChunk(c); err != nil {
 			return err
 		}
@@ -1012,7 +1022,7 @@ func (r *guardRun) writeDelta(d chat.OutDelta) error {
 	}
 	c := r.header.NewChunk()
 	c.Choices = []chat.OutChoice{{Index: 0, Delta: d}}
-	c.Extension = json.RawMessage(r.ext)
+	c.Extension = r.ext
 	return r.writeChunk(c)
 }
 
@@ -1031,9 +1041,9 @@ func (r *guardRun) writeChunk(c chat.OutChunk) error {
 		c.Model = r.x.Request.Model
 		r.header.Model = c.Model
 	}
-	b, err := json.Marshal(c)
+	b, err := c.AppendJSON(make([]byte, 0, 256))
 	if err != nil {
-		return &GuardError{Err: fmt.Errorf("encode chunk: %w", err)}
+		return &GuardError{Err: err}
 	}
 	return r.s.emit(Event{Kind: KindChunk, Data: b})
 }

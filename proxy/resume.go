@@ -3,7 +3,6 @@ package proxy
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"log/slog"
 	"net/http"
@@ -192,7 +191,7 @@ func (s *resumable) cancelled() {
 		stop := "stop"
 		out := chat.ChunkHeader{ID: hdr.ID, Created: hdr.Created, Model: hdr.Model}.NewChunk()
 		out.Choices = []chat.OutChoice{{Delta: chat.OutDelta{}, FinishReason: &stop}}
-		if b, err := json.Marshal(out); err == nil {
+		if b, err := out.AppendJSON(nil); err == nil {
 			_ = s.sink.chunk(b, nil)
 		}
 	}

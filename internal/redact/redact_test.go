@@ -265,3 +265,48 @@ func TestRedactorEncodings(t *testing.T) {
 		})
 	}
 }
+
+type secretValuer struct{}
+
+func (secretValuer) LogValue() slog.Value { return slog.StringValue("token " + gskKey) }
+
+// TestHandlerRedactsOneAttrAmongMany: a record is passed on as it is only
+// when nothing in it is redacted; one secret anywhere among many plain
+// attributes (a string, an error, a group member, a LogValuer, the last
+// of ten) is redacted, and a record without one is written as the plain
+// handler writes it.
+func TestHandlerRedactsOneAttrAmongMany(t *testing.T) {
+	t.Parallel()
+	plain := []any{"a", 1, "b", "two", "c", 3.5, "d", "four", "e", 5, "f", "six", "g", 7, "h", "eight", "i", 9}
+	secrets := map[string][]any{
+		"string":     {"s", gskKey},
+		"error":      {"s", errString("failed: " + gskKey)},
+		"group":      {slog.Group("s", "x", 1, "y", gskKey)},
+		"log valuer": {"s", secretValuer{}},
+	}
+	for name, secret := range secrets {
+		for _, at := range []int{0, 6, len(plain)} {
+			args := append(append(append([]any{}, plain[:at]...), secret...), plain[at:]...)
+			var buf bytes.Buffer
+			slog.New(Handler(slog.NewJSONHandler(&buf, nil), New(gskKey))).Info("m", args...)
+			if strings.Contains(buf.String(), "Zq81") || !strings.Contains(buf.String(), Marker) {
+				t.Errorf("%s at %d: log line %s, want the key redacted", name, at, buf.String())
+			}
+			if !strings.Contains(buf.String(), `"i":9`) || !strings.Contains(buf.String(), `"a":1`) {
+				t.Errorf("%s at %d: log line %s lost a plain attribute", name, at, buf.String())
+			}
+		}
+	}
+	var got, want bytes.Buffer
+	fixed := func(_ []string, a slog.Attr) slog.Attr {
+		if a.Key == slog.TimeKey {
+			return slog.Attr{}
+		}
+		return a
+	}
+	slog.New(Handler(slog.NewJSONHandler(&got, &slog.HandlerOptions{ReplaceAttr: fixed}), New(gskKey))).Info("m", plain...)
+	slog.New(slog.NewJSONHandler(&want, &slog.HandlerOptions{ReplaceAttr: fixed})).Info("m", plain...)
+	if got.String() != want.String() {
+		t.Errorf("a record without a secret:\n got %s\nwant %s", got.String(), want.String())
+	}
+}
