@@ -6,6 +6,9 @@ import (
 	"strings"
 	"testing"
 
+	tiktoken "github.com/pkoukk/tiktoken-go"
+	tiktoken_loader "github.com/pkoukk/tiktoken-go-loader"
+
 	"github.com/phasegate/phasegate/chat"
 )
 
@@ -258,6 +261,54 @@ func BenchmarkFitNewToolResult(b *testing.B) {
 					b.Fatal(err)
 				}
 			}
+		})
+	}
+}
+
+// BenchmarkEncodingMemory measures the heap one encoding holds once built
+// as the gateway builds it (tiktoken-go's BPE from the ranks compiled into
+// tiktoken-go-loader), and the part of it that is the ranks alone: the
+// rest is what tiktoken-go builds beside them (a decoder map and a sorted
+// copy of every token), which counting never reads.
+//
+//	go test ./tokens -run '^$' -bench '^BenchmarkEncodingMemory$' -benchtime 1x
+func BenchmarkEncodingMemory(b *testing.B) {
+	offlineLoader.Do(func() { tiktoken.SetBpeLoader(tiktoken_loader.NewOfflineLoader()) })
+	files := map[string]string{
+		EncodingO200K:  "https://openaipublic.blob.core.windows.net/encodings/o200k_base.tiktoken",
+		EncodingCL100K: "https://openaipublic.blob.core.windows.net/encodings/cl100k_base.tiktoken",
+	}
+	heap := func() uint64 {
+		runtime.GC()
+		runtime.GC()
+		var m runtime.MemStats
+		runtime.ReadMemStats(&m)
+		return m.HeapInuse
+	}
+	for _, name := range []string{EncodingO200K, EncodingCL100K} {
+		b.Run(name, func(b *testing.B) {
+			var whole, ranks float64
+			for b.Loop() {
+				h0 := heap()
+				tk, err := tiktoken.GetEncoding(name)
+				if err != nil {
+					b.Fatal(err)
+				}
+				h1 := heap()
+				r, err := tiktoken_loader.NewOfflineLoader().LoadTiktokenBpe(files[name])
+				if err != nil {
+					b.Fatal(err)
+				}
+				h2 := heap()
+				if len(tk.EncodeOrdinary("hello world")) != 2 || len(r) < 100_000 {
+					b.Fatalf("%s: not the encoding expected", name)
+				}
+				whole, ranks = float64(h1-h0)/(1<<20), float64(h2-h1)/(1<<20)
+				runtime.KeepAlive(tk)
+				runtime.KeepAlive(r)
+			}
+			b.ReportMetric(whole, "heap-MiB")
+			b.ReportMetric(ranks, "ranks-MiB")
 		})
 	}
 }
