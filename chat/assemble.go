@@ -33,15 +33,14 @@ type Assembler struct {
 }
 
 // chunkTemplate is the shape of a text chunk: the bytes before its content
-// string's body and after it, and what the chunk decoded to. A chunk with
-// the same bytes around a plain string body (no quote, backslash, control
-// character or invalid UTF-8, so the decoder reads it as it is) decodes
-// to the same chunk but for that content, so it is added as the decoded
-// one with its own content.
+// string's body and after it (jsonscan.Template), and what the chunk
+// decoded to. A chunk with the same bytes around one JSON string's body
+// decodes to the same chunk but for that content, so it is added as the
+// decoded one with its own content.
 type chunkTemplate struct {
-	prefix, suffix []byte
-	chunk          Chunk
-	extra          []member
+	tpl   jsonscan.Template
+	chunk Chunk
+	extra []member
 }
 
 // member is a top-level member of a chunk, its key unescaped.
@@ -50,22 +49,9 @@ type member struct {
 	val json.RawMessage
 }
 
-// read returns the content of data when it has the learned shape.
-func (t *chunkTemplate) read(data []byte) (string, bool) {
-	if t.prefix == nil || len(data) < len(t.prefix)+len(t.suffix) || !bytes.HasPrefix(data, t.prefix) || !bytes.HasSuffix(data, t.suffix) {
-		return "", false
-	}
-	mid := data[len(t.prefix) : len(data)-len(t.suffix)]
-	for _, b := range mid {
-		if b < 0x20 || b == '"' || b == '\\' {
-			return "", false
-		}
-	}
-	if !utf8.Valid(mid) {
-		return "", false
-	}
-	return string(mid), true
-}
+// read returns the content of data when it has the learned shape, as a
+// string sharing data's bytes when it has no escape.
+func (t *chunkTemplate) read(data []byte) (string, bool) { return t.tpl.Read(data) }
 
 // learn learns the shape of data, a chunk decoded as c with top-level
 // members extra beside the known ones, when it is a text chunk: one choice, index 0, a content of
@@ -102,8 +88,7 @@ func (t *chunkTemplate) learn(data []byte, c Chunk, extra []member) {
 	if err != nil || len(pc.Choices) != 1 || pc.Choices[0].Delta.Content == nil || *pc.Choices[0].Delta.Content != probe {
 		return
 	}
-	kept := bytes.Clone(data)
-	t.prefix, t.suffix = kept[:start:start], kept[end:]
+	t.tpl.Learn(data, start, end)
 	t.chunk, t.extra = c, extra
 }
 
@@ -128,7 +113,7 @@ func (a *Assembler) Add(data []byte) error {
 		}
 	}
 	a.apply(&c, extra, nil)
-	if a.tpl.prefix == nil && !a.decodeAll {
+	if !a.tpl.tpl.Learned() && !a.decodeAll {
 		a.tpl.learn(data, c, extra)
 	}
 	return nil

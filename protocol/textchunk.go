@@ -2,10 +2,8 @@ package protocol
 
 import (
 	"bytes"
-	"encoding/json"
 	"strings"
 	"unicode/utf8"
-	"unsafe"
 
 	"github.com/phasegate/phasegate/chat"
 	"github.com/phasegate/phasegate/internal/jsonscan"
@@ -65,58 +63,21 @@ func textSpans(data []byte) (content, reasoning span, ok bool) {
 
 var null = []byte("null")
 
-// textTemplate reads the plain text chunks of one upstream answer without
-// decoding them: upstreams send every text chunk of an answer with the
-// same bytes around the text (id, model, created, the null finish reason),
-// so once the decoder read one such chunk, a chunk with the same prefix
-// and suffix, and nothing between them that could end the string, differs
-// from it only in that string: the decoder would read it the same way.
-// Not safe for concurrent use.
-type textTemplate struct {
-	prefix, suffix []byte // around the string's body, quotes included
-}
-
-// read returns the string of a chunk of the learned shape, unescaped.
-func (t *textTemplate) read(data []byte) (string, bool) {
-	if t.prefix == nil || len(data) < len(t.prefix)+len(t.suffix) ||
-		!bytes.HasPrefix(data, t.prefix) || !bytes.HasSuffix(data, t.suffix) {
-		return "", false
-	}
-	mid := data[len(t.prefix) : len(data)-len(t.suffix)]
-	if bytes.IndexByte(mid, '"') < 0 && bytes.IndexByte(mid, '\\') < 0 && !hasControl(mid) {
-		if len(mid) == 0 {
-			return "", true
-		}
-		return unsafe.String(&mid[0], len(mid)), true
-	}
-	// Escapes: the string must still end exactly at the suffix.
-	if end := jsonscan.StringClose(data, len(t.prefix)); end == len(data)-len(t.suffix) {
-		var unquoted string
-		if json.Unmarshal(data[len(t.prefix)-1:end+1], &unquoted) == nil {
-			return unquoted, true
-		}
-	}
-	return "", false
-}
-
-// learn remembers the shape of data around sp.
-func (t *textTemplate) learn(data []byte, sp span) {
-	t.prefix, t.suffix = data[:sp.start], data[sp.end:]
-}
-
 // textTemplates are the two shapes of an answer's text chunks: content,
-// and reasoning_content with no content.
+// and reasoning_content with no content. Each reads the plain text chunks
+// of one upstream answer without decoding them (jsonscan.Template), once
+// learned from one the decoder read. Not safe for concurrent use.
 type textTemplates struct {
-	content, reasoning textTemplate
+	content, reasoning jsonscan.Template
 }
 
 // read reads a text chunk of a learned shape: its content, or its
 // reasoning.
 func (t *textTemplates) read(data []byte) (content, reasoning string, ok bool) {
-	if content, ok := t.content.read(data); ok {
+	if content, ok := t.content.Read(data); ok {
 		return content, "", true
 	}
-	if reasoning, ok := t.reasoning.read(data); ok {
+	if reasoning, ok := t.reasoning.Read(data); ok {
 		return "", reasoning, true
 	}
 	return "", "", false
@@ -131,9 +92,11 @@ func (t *textTemplates) learn(data []byte, d *chat.Delta, cs, rs span) {
 	hasContent := d.Content != nil && *d.Content != ""
 	switch {
 	case hasContent && d.ReasoningContent == nil && rs.start < 0 && spanIs(data, cs, *d.Content):
-		t.content.learn(data, cs)
+		t.content.Raw = true // a character cut between chunks is joined by the scanners
+		t.content.Learn(data, cs.start, cs.end)
 	case !hasContent && d.ReasoningContent != nil && spanIs(data, rs, *d.ReasoningContent):
-		t.reasoning.learn(data, rs)
+		t.reasoning.Raw = true
+		t.reasoning.Learn(data, rs.start, rs.end)
 	}
 }
 
@@ -171,25 +134,15 @@ func asDecoded(raw []byte) string {
 	return b.String()
 }
 
-// hasControl reports a byte JSON forbids unescaped inside a string.
-func hasControl(b []byte) bool {
-	for _, c := range b {
-		if c < 0x20 {
-			return true
-		}
-	}
-	return false
-}
-
 // argsTemplate reads the argument fragments of one streamed tool call the
-// way textTemplate reads text: the fragments after the first carry only
+// way the text templates read text: the fragments after the first carry only
 // the call's index and a piece of its arguments, with the same bytes
 // around that piece every time. It learns from a fragment the decoder read
 // (learn) and then reads fragments of the same shape without decoding
 // them. Not safe for concurrent use.
 type argsTemplate struct {
-	prefix, suffix []byte // around the arguments string's body, quotes included
-	index          int
+	tpl   jsonscan.Template
+	index int
 }
 
 // learn remembers the shape of data, a chunk whose decoded form is d: one
@@ -217,7 +170,8 @@ func (t *argsTemplate) learn(data []byte, c *chat.Chunk) {
 	if end < 0 || !spanIs(data, span{start: j + 1, end: end, escaped: esc}, td.Function.Arguments) {
 		return
 	}
-	t.prefix, t.suffix, t.index = data[:j+1], data[end:], td.Index
+	t.tpl.Learn(data, j+1, end)
+	t.index = td.Index
 }
 
 // keyValue finds the keys of data spelled key (ignoring case, as the
@@ -238,28 +192,10 @@ func keyValue(data []byte, key string) (value, n int) {
 // shape; false means: decode the chunk.
 func (t *argsTemplate) read(data []byte) (chat.ToolCallDelta, bool) {
 	var td chat.ToolCallDelta
-	if t.prefix == nil || len(data) < len(t.prefix)+len(t.suffix) ||
-		!bytes.HasPrefix(data, t.prefix) || !bytes.HasSuffix(data, t.suffix) {
+	args, ok := t.tpl.Read(data)
+	if !ok {
 		return td, false
 	}
-	// The arguments string must end exactly where the suffix starts.
-	end, escaped := jsonscan.StringEnd(data, len(t.prefix))
-	if end != len(data)-len(t.suffix) {
-		return td, false
-	}
-	td.Index = t.index
-	mid := data[len(t.prefix):end]
-	if hasControl(mid) || !utf8.Valid(mid) {
-		return td, false // the decoder says what is wrong, or replaces it
-	}
-	if !escaped {
-		td.Function.Arguments = string(mid)
-		return td, true
-	}
-	var args string
-	if json.Unmarshal(data[len(t.prefix)-1:end+1], &args) != nil {
-		return td, false
-	}
-	td.Function.Arguments = args
+	td.Index, td.Function.Arguments = t.index, strings.Clone(args)
 	return td, true
 }

@@ -95,10 +95,10 @@ func FuzzTextTemplate(f *testing.F) {
 		}
 		var tpl textTemplates
 		learnFrom(&tpl, []byte(first), &c)
-		got, ok := tpl.content.read([]byte(second))
+		got, ok := tpl.content.Read([]byte(second))
 		reasoning := false
 		if !ok {
-			if got, ok = tpl.reasoning.read([]byte(second)); !ok {
+			if got, ok = tpl.reasoning.Read([]byte(second)); !ok {
 				return
 			}
 			reasoning = true

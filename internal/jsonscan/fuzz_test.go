@@ -404,3 +404,54 @@ func checkStringValues(t *testing.T, data []byte, name string) {
 		t.Fatalf("HasString(%q, %q) = %v, want %v", data, name, has, len(want) > 0)
 	}
 }
+
+// FuzzTemplate holds Template.Read to encoding/json: learned from a chunk
+// whose string body lies between a prefix and a suffix, it reads a chunk
+// with the same prefix and suffix and any body exactly when the body is
+// one JSON string's, as the decoder reads it (with Raw, invalid UTF-8 kept
+// as its bytes where the decoder reads U+FFFD), and reads nothing from a
+// chunk of another shape.
+func FuzzTemplate(f *testing.F) {
+	f.Add(`{"id":"c","choices":[{"index":0,"delta":{"content":"`, "Hello", `"},"finish_reason":null}]}`, "world", false)
+	f.Add(`{"a":"`, "x", `"}`, `tab\there \"quoted\" \u00e9 \ud83d\ude00`, false)
+	f.Add(`{"a":"`, "x", `"}`, "\xff\xfe", false)
+	f.Add(`{"a":"`, "x", `"}`, "<\xef\xbd", true)
+	f.Add(`{"a":"`, "x", `"}`, "\xff\\n", true)
+	f.Add(`{"a":"`, "x", `"}`, `a"},"b":"c`, false)
+	f.Add(`{"a":"`, "x", `"}`, "a\x01b", false)
+	f.Add(`["`, "", `"]`, `\`, false)
+	f.Fuzz(func(t *testing.T, prefix, learned, suffix, body string, raw bool) {
+		if !strings.HasSuffix(prefix, `"`) || !strings.HasPrefix(suffix, `"`) {
+			prefix, suffix = prefix+`"`, `"`+suffix
+		}
+		tpl := jsonscan.Template{Raw: raw}
+		tpl.Learn([]byte(prefix+learned+suffix), len(prefix), len(prefix)+len(learned))
+		if !tpl.Learned() {
+			t.Fatalf("learned nothing from %q%q%q", prefix, learned, suffix)
+		}
+		got, ok := tpl.Read([]byte(prefix + body + suffix))
+		var want string
+		valid := json.Unmarshal([]byte(`"`+body+`"`), &want) == nil
+		if ok != valid {
+			t.Fatalf("body %q: Read = %q, %v; encoding/json: %q, valid %v", body, got, ok, want, valid)
+		}
+		if ok && got != want && !(raw && got == body && !utf8.ValidString(body) && decodedAs(body) == want) {
+			t.Fatalf("body %q: Read = %q; encoding/json: %q", body, got, want)
+		}
+		if other := []byte(prefix + body + suffix + " "); !strings.HasSuffix(suffix, " ") {
+			if _, ok := tpl.Read(other); ok {
+				t.Fatalf("read a chunk of another shape: %q", other)
+			}
+		}
+	})
+}
+
+// decodedAs is an unescaped JSON string body as encoding/json reads it:
+// each byte of invalid UTF-8 becomes U+FFFD.
+func decodedAs(body string) string {
+	var b strings.Builder
+	for _, r := range body {
+		b.WriteRune(r) // ranging over a string yields U+FFFD per invalid byte
+	}
+	return b.String()
+}
