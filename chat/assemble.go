@@ -88,7 +88,7 @@ func (t *chunkTemplate) learn(data []byte, c Chunk, extra []member) {
 	if err != nil || len(pc.Choices) != 1 || pc.Choices[0].Delta.Content == nil || *pc.Choices[0].Delta.Content != probe {
 		return
 	}
-	t.tpl.Learn(data, start, end)
+	t.tpl.Learn(bytes.Clone(data), start, end) // data is the caller's, and may be reused
 	t.chunk, t.extra = c, extra
 }
 

@@ -98,6 +98,9 @@ func NewTraceLog(log *slog.Logger) *TraceLog {
 // program counter, which slog.Logger would take with runtime.Callers
 // for every line: no handler of the gateway writes the source.
 func (t *TraceLog) Trace(ctx context.Context, ev Trace) {
+	if ctx == nil {
+		ctx = context.Background() // as slog.Logger does
+	}
 	if !t.h.Enabled(ctx, slog.LevelInfo) {
 		return
 	}

@@ -196,6 +196,8 @@ func (t *argsTemplate) read(data []byte) (chat.ToolCallDelta, bool) {
 	if !ok {
 		return td, false
 	}
-	td.Index, td.Function.Arguments = t.index, strings.Clone(args)
+	// The arguments share the event's bytes, which are the reader's to
+	// keep and never change, as the text templates' text does.
+	td.Index, td.Function.Arguments = t.index, args
 	return td, true
 }

@@ -23,15 +23,15 @@ type Template struct {
 	Raw bool
 }
 
-// Learn keeps the bytes of data around the string body data[start:end]
-// (a copy). The body must be a JSON string's, its quotes at start-1 and
-// end; anything else leaves the template as it was.
+// Learn keeps the bytes of data around the string body data[start:end],
+// without a copy: data must not change while the template reads by it. The
+// body must be a JSON string's, its quotes at start-1 and end; anything
+// else leaves the template as it was.
 func (t *Template) Learn(data []byte, start, end int) {
 	if start < 1 || end < start || end >= len(data) || data[start-1] != '"' || data[end] != '"' {
 		return
 	}
-	kept := bytes.Clone(data)
-	t.prefix, t.suffix = kept[:start:start], kept[end:]
+	t.prefix, t.suffix = data[:start:start], data[end:]
 }
 
 // Learned reports whether the template has a shape.
