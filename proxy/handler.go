@@ -601,14 +601,18 @@ func (c *chatRequest) decide(d decision) {
 // judged reads what the guard needs of a request it judges: its
 // per-request limits, its envelope rule and the cost of its schemas; in
 // observe mode the guard observes it here. A request the guard does not
-// judge may not ask for an envelope.
+// judge may not ask for an envelope, and its other guard headers are
+// held to what they would be held to if it were judged: a wrong one is a
+// 400 on every route, at a client's first request, not at the first that
+// declares a tool.
 func (c *chatRequest) judged() error {
 	h, req := c.h, c.x.Request
 	if !c.decision.judged {
 		if mode, err := protocol.ParseEnvelopeMode(c.r.Header.Get(EnvelopeHeader)); err != nil || mode != protocol.EnvelopeOff {
 			return chat.InvalidRequest(EnvelopeHeader, "header X-Phasegate-Envelope is served by the guard (/v1/chat/completions or /two-stage/v1/chat/completions); this route passes answers through as they are")
 		}
-		return nil
+		_, err := h.limits(c.r.Header, req.Model)
+		return err
 	}
 	var err error
 	if c.x.Limits, err = h.limits(c.r.Header, req.Model); err != nil {

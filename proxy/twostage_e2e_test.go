@@ -939,23 +939,65 @@ func TestTwoStageE2EBadLimitHeaders(t *testing.T) {
 		{name: "not a number", header: http.Header{"X-Phasegate-Max-Duplicate-Attempts": {"many"}}},
 		{name: "plan mode not configured", header: http.Header{"X-Phasegate-Mode": {"plan"}}},
 		{name: "unknown mode", header: http.Header{"X-Phasegate-Mode": {"yolo"}}},
+		{name: "loosening profile", header: http.Header{"X-Phasegate-Guard-Profile": {"agent"}}},
+		{name: "rules notice not a boolean", header: http.Header{"X-Phasegate-Rules-Notice": {"maybe"}}},
+	}
+	// Wherever the guard would or would not judge the request: a header
+	// that is wrong is wrong on every route, so a client learns it at its
+	// first request, not at the first one that declares a tool.
+	routes := []struct{ name, path, body string }{
+		{"judged", "/v1/chat/completions", tsBody(true, "")},
+		{"nothing to judge", "/v1/chat/completions", `{"model":"` + tsModel + `","messages":[{"role":"user","content":"hi"}],"stream":true}`},
+		{"standard", "/standard/v1/chat/completions", tsBody(false, "")},
 	}
 	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			up, gw := tsGateway(t, proxytest.Script(), protocol.NewTwoStage(protocol.TwoStageConfig{}, nil), false)
-			resp, got := tsPost(t, gw, "/v1/chat/completions", tsBody(true, ""), tt.header)
-			if resp.StatusCode != http.StatusBadRequest {
-				t.Errorf("status = %d, want 400: %s", resp.StatusCode, got)
-			}
-			var e struct{ Error struct{ Param string } }
-			for name := range tt.header {
-				if err := json.Unmarshal([]byte(got), &e); err != nil || e.Error.Param != name {
-					t.Errorf("param of %s, want %s", got, name)
+		for _, rt := range routes {
+			t.Run(tt.name+"/"+rt.name, func(t *testing.T) {
+				t.Parallel()
+				up, gw := tsGateway(t, proxytest.Script(), protocol.NewTwoStage(protocol.TwoStageConfig{}, nil), false)
+				resp, got := tsPost(t, gw, rt.path, rt.body, tt.header)
+				if resp.StatusCode != http.StatusBadRequest {
+					t.Errorf("status = %d, want 400: %s", resp.StatusCode, got)
 				}
+				var e struct{ Error struct{ Param string } }
+				for name := range tt.header {
+					if err := json.Unmarshal([]byte(got), &e); err != nil || e.Error.Param != name {
+						t.Errorf("param of %s, want %s", got, name)
+					}
+				}
+				if n := len(up.Received()); n != 0 {
+					t.Errorf("upstream calls = %d, want none", n)
+				}
+			})
+		}
+	}
+}
+
+// TestGuardHeadersOnUnjudgedRequests: the guard's headers, well formed,
+// on a request the guard does not judge (no tool declared, or the
+// pass-through route) change nothing: it is served as it would be
+// without them.
+func TestGuardHeadersOnUnjudgedRequests(t *testing.T) {
+	t.Parallel()
+	header := http.Header{"X-Phasegate-Max-Phase-Cycles": {"3"}, "X-Phasegate-Max-Duplicate-Attempts": {"2"},
+		"X-Phasegate-Guard-Profile": {"strict"}, "X-Phasegate-Rules-Notice": {"true"}, "X-Phasegate-Mode": {"act"}}
+	for _, rt := range []struct{ name, path, body string }{
+		{"nothing to judge", "/v1/chat/completions", `{"model":"` + tsModel + `","messages":[{"role":"user","content":"hi"}]}`},
+		{"standard", "/standard/v1/chat/completions", tsBody(false, "")},
+	} {
+		t.Run(rt.name, func(t *testing.T) {
+			t.Parallel()
+			answer := sim.Completion(tsModel, map[string]any{"content": "hello"}, "stop", map[string]any{"prompt_tokens": 3, "completion_tokens": 1, "total_tokens": 4})
+			up, gw := tsGateway(t, proxytest.Script(answer), protocol.NewTwoStage(protocol.TwoStageConfig{}, nil), false)
+			resp, got := tsPost(t, gw, rt.path, rt.body, header)
+			if resp.StatusCode != http.StatusOK || !strings.Contains(string(got), `"hello"`) {
+				t.Fatalf("status = %d, want 200 with the answer: %s", resp.StatusCode, got)
 			}
-			if n := len(up.Received()); n != 0 {
-				t.Errorf("upstream calls = %d, want none", n)
+			if p := resp.Header.Get("X-Phasegate-Protocol"); p != proxy.ProtocolStandard {
+				t.Errorf("X-Phasegate-Protocol = %q, want %q", p, proxy.ProtocolStandard)
+			}
+			if n := len(up.Received()); n != 1 {
+				t.Errorf("upstream calls = %d, want 1", n)
 			}
 		})
 	}
