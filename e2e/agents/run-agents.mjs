@@ -261,7 +261,7 @@ function printTimes(cases, runs) {
 
 async function main() {
   if (Number(process.versions.node.split('.')[0]) < 22) {
-    throw new Error(`Node ${process.version} is too old (Claude Code and Qwen Code need 22+): run \`npm test\` in e2e/agents, which uses the pinned node devDependency`);
+    throw new Error(`Node ${process.version} is too old (Claude Code and Qwen Code need 22+): run \`npm test\` or \`npm run agents\` in e2e/agents, which use the pinned node devDependency`);
   }
   const cases = matrix();
   if (cases.length === 0) throw new Error('no case to run');
@@ -317,7 +317,7 @@ function finish(cases, runs, started) {
   } else if (fullRun) {
     const want = table.current(docsFile);
     if (want !== rendered) {
-      console.log(`agents: the table in ${path.relative(repoRoot, docsFile)} does not match this run; regenerate it with \`npm test -- --write\` in e2e/agents:\n${table.diff(want ?? '', rendered)}`);
+      console.log(`agents: the table in ${path.relative(repoRoot, docsFile)} does not match this run; regenerate it with \`npm run agents -- --write\` in e2e/agents:\n${table.diff(want ?? '', rendered)}`);
       failed++;
     } else {
       console.log(`agents: the table in ${path.relative(repoRoot, docsFile)} matches this run`);
