@@ -2,6 +2,7 @@ package chat
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 )
 
@@ -10,7 +11,7 @@ import (
 // (HTML characters too), the raw usage and extension compacted (and
 // refused when they are not JSON). FuzzOutChunk holds it to json.Marshal.
 func (c *OutChunk) AppendJSON(dst []byte) ([]byte, error) {
-	b := appendJSONString(append(dst, `{"id":`...), c.ID)
+	b := appendJSONString(append(slices.Grow(dst, c.size()), `{"id":`...), c.ID)
 	b = appendJSONString(append(b, `,"object":`...), c.Object)
 	b = strconv.AppendInt(append(b, `,"created":`...), c.Created, 10)
 	b = appendJSONString(append(b, `,"model":`...), c.Model)
@@ -42,6 +43,27 @@ func (c *OutChunk) AppendJSON(dst []byte) ([]byte, error) {
 		}
 	}
 	return append(b, '}'), nil
+}
+
+// size is about the length of c written, escapes aside: what AppendJSON
+// makes room for at once.
+func (c *OutChunk) size() int {
+	n := 128 + len(c.ID) + len(c.Model) + len(c.SystemFingerprint) + len(c.Usage) + len(c.Extension)
+	for i := range c.Choices {
+		d := &c.Choices[i].Delta
+		n += 96
+		if d.Content != nil {
+			n += len(*d.Content)
+		}
+		if d.ReasoningContent != nil {
+			n += len(*d.ReasoningContent)
+		}
+		for j := range d.ToolCalls {
+			t := &d.ToolCalls[j]
+			n += 64 + len(t.ID) + len(t.Function.Name) + len(t.Function.Arguments)
+		}
+	}
+	return n
 }
 
 func (ch *ChunkChoice) appendJSON(b []byte) []byte {

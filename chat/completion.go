@@ -14,7 +14,7 @@ import (
 // strings escaped as it escapes them, raw values compacted), in one pass
 // over the assembled fields.
 func (a *Assembler) Completion() ([]byte, error) {
-	o := object{b: make([]byte, 0, 256+a.content.Len()+a.reasoning.Len()), extra: a.extra}
+	o := object{b: make([]byte, 0, a.size()), extra: a.extra}
 	o.b = append(o.b, '{')
 	o.extras = o.sortedExtras()
 	o.key("choices")
@@ -44,6 +44,20 @@ func (a *Assembler) Completion() ([]byte, error) {
 		return nil, fmt.Errorf("encode completion: %w", o.err)
 	}
 	return append(o.b, '}'), nil
+}
+
+// size is about the length of the completion written, escapes aside:
+// what Completion makes room for at once.
+func (a *Assembler) size() int {
+	n := 384 + len(a.header.ID) + len(a.header.Model) + len(a.header.SystemFingerprint) +
+		a.content.Len() + a.reasoning.Len() + len(a.usage)
+	for k, v := range a.extra {
+		n += len(k) + len(v) + 4
+	}
+	for _, c := range a.calls {
+		n += 64 + len(c.ID) + len(c.Function.Name) + len(c.Function.Arguments)
+	}
+	return n
 }
 
 // appendMessage appends choice 0's message: content (null when the answer

@@ -1041,7 +1041,7 @@ func (r *guardRun) writeChunk(c chat.OutChunk) error {
 		c.Model = r.x.Request.Model
 		r.header.Model = c.Model
 	}
-	b, err := c.AppendJSON(make([]byte, 0, 256))
+	b, err := c.AppendJSON(nil)
 	if err != nil {
 		return &GuardError{Err: err}
 	}
