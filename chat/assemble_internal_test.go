@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"sort"
 	"strings"
 	"testing"
 )
@@ -111,16 +110,7 @@ func (a *Assembler) completionByMap() ([]byte, error) {
 		msg["reasoning_content"] = a.reasoning.String()
 	}
 	if len(a.calls) > 0 {
-		idx := make([]int, 0, len(a.calls))
-		for i := range a.calls {
-			idx = append(idx, i)
-		}
-		sort.Ints(idx)
-		calls := make([]ToolCall, 0, len(idx))
-		for _, i := range idx {
-			calls = append(calls, *a.calls[i])
-		}
-		msg["tool_calls"] = calls
+		msg["tool_calls"] = a.sortedCalls()
 	}
 	out := map[string]any{
 		"id": a.header.ID, "object": "chat.completion", "created": a.header.Created, "model": a.header.Model,

@@ -3,6 +3,8 @@ package chat
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strconv"
 
@@ -82,22 +84,22 @@ func (a *Assembler) appendMessage(o *object) {
 	o.b = append(o.b, `,"refusal":null,"role":`...)
 	o.b = appendJSONString(o.b, role)
 	if len(a.calls) > 0 {
-		idx := make([]int, 0, len(a.calls))
-		for i := range a.calls {
-			idx = append(idx, i)
-		}
-		sort.Ints(idx)
-		calls := make([]ToolCall, 0, len(idx))
-		for _, i := range idx {
-			calls = append(calls, *a.calls[i])
-		}
-		enc, err := json.Marshal(calls)
+		enc, err := json.Marshal(a.sortedCalls())
 		if err != nil && o.err == nil {
 			o.err = err
 		}
 		o.b = append(append(o.b, `,"tool_calls":`...), enc...)
 	}
 	o.b = append(o.b, '}')
+}
+
+// sortedCalls returns the assembled tool calls in index order.
+func (a *Assembler) sortedCalls() []ToolCall {
+	calls := make([]ToolCall, 0, len(a.calls))
+	for _, i := range slices.Sorted(maps.Keys(a.calls)) {
+		calls = append(calls, *a.calls[i])
+	}
+	return calls
 }
 
 // object writes the members of a JSON object in key order, the kept
