@@ -2,14 +2,11 @@ package proxy_test
 
 import (
 	"net/http"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/phasegate/phasegate/protocol"
 	"github.com/phasegate/phasegate/proxy"
-	"github.com/phasegate/phasegate/proxy/proxytest"
-	"github.com/phasegate/phasegate/sim"
 )
 
 // BenchmarkSmallAnswerInterleaved serves BenchmarkSmallAnswer's answer
@@ -20,19 +17,7 @@ import (
 //
 //	go test ./proxy -run '^$' -bench '^BenchmarkSmallAnswerInterleaved$' -benchtime 3000x -benchmem
 func BenchmarkSmallAnswerInterleaved(b *testing.B) {
-	words := []string{"The ", "handler ", "closes ", "the ", "stream ", "early, ", "so ", "tests ", "fail."}
-	stream := sim.NewStream(testModel).Role().Content(words...).Finish("stop").
-		Usage(24, 9, nil).Done().Reply()
-	whole := sim.Completion(testModel, map[string]any{"content": strings.Join(words, "")}, "stop",
-		map[string]any{"prompt_tokens": 24, "completion_tokens": 9, "total_tokens": 33})
-	body := `{"model":"` + testModel + `","messages":[{"role":"system","content":"You are a coding agent."},{"role":"user","content":"Why does the test fail?"}],` +
-		`"tools":[{"type":"function","function":{"name":"read_file","parameters":{"type":"object","properties":{"path":{"type":"string"}},"required":["path"]}}}]}`
-	_, usrv := proxytest.NewServer(b, func(r proxytest.Received) sim.Reply {
-		if strings.Contains(string(r.Body), `"stream":true`) {
-			return stream
-		}
-		return whole
-	})
+	body, usrv := smallAnswerBody, smallAnswerUpstream(b)
 	gateway := func(cfg protocol.TwoStageConfig) string {
 		return serveGateway(b, config(usrv), proxy.Options{TwoStage: protocol.NewTwoStage(cfg, nil)}).URL
 	}

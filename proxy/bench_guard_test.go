@@ -5,6 +5,7 @@ package proxy_test
 //	go test ./proxy -run '^$' -bench '^BenchmarkGuardStream$' -benchtime 2000x -count 3
 
 import (
+	"net/http/httptest"
 	"strconv"
 	"strings"
 	"testing"
@@ -107,24 +108,35 @@ func BenchmarkGuardProfiles(b *testing.B) {
 //
 //	go test ./proxy -run '^$' -bench '^BenchmarkSmallAnswer$' -benchtime 3000x -benchmem -count 5
 func BenchmarkSmallAnswer(b *testing.B) {
-	words := []string{"The ", "handler ", "closes ", "the ", "stream ", "early, ", "so ", "tests ", "fail."}
-	stream := sim.NewStream(testModel).Role().Content(words...).Finish("stop").
-		Usage(24, 9, nil).Done().Reply()
-	whole := sim.Completion(testModel, map[string]any{"content": strings.Join(words, "")}, "stop",
-		map[string]any{"prompt_tokens": 24, "completion_tokens": 9, "total_tokens": 33})
-	body := `{"model":"` + testModel + `","messages":[{"role":"system","content":"You are a coding agent."},{"role":"user","content":"Why does the test fail?"}],` +
-		`"tools":[{"type":"function","function":{"name":"read_file","parameters":{"type":"object","properties":{"path":{"type":"string"}},"required":["path"]}}}]}`
+	body := smallAnswerBody
 	for _, route := range []string{"standard", "two-stage", "two-stage-whole"} {
 		b.Run(route, func(b *testing.B) {
-			_, usrv := proxytest.NewServer(b, func(r proxytest.Received) sim.Reply {
-				if strings.Contains(string(r.Body), `"stream":true`) {
-					return stream
-				}
-				return whole
-			})
+			usrv := smallAnswerUpstream(b)
 			cfg := protocol.TwoStageConfig{WholeAnswers: route == "two-stage-whole"}
 			gw := serveGateway(b, config(usrv), proxy.Options{TwoStage: protocol.NewTwoStage(cfg, nil)})
 			benchCPU(b, gw.URL+"/"+strings.TrimSuffix(route, "-whole")+"/v1/chat/completions", body)
 		})
 	}
+}
+
+// smallAnswerBody is an agent's request that declares a tool.
+const smallAnswerBody = `{"model":"` + testModel + `","messages":[{"role":"system","content":"You are a coding agent."},{"role":"user","content":"Why does the test fail?"}],` +
+	`"tools":[{"type":"function","function":{"name":"read_file","parameters":{"type":"object","properties":{"path":{"type":"string"}},"required":["path"]}}}]}`
+
+// smallAnswerUpstream answers every request with the same nine words: a
+// stream of 13 events to a request that asks to stream, else the whole
+// completion.
+func smallAnswerUpstream(b *testing.B) *httptest.Server {
+	words := []string{"The ", "handler ", "closes ", "the ", "stream ", "early, ", "so ", "tests ", "fail."}
+	stream := sim.NewStream(testModel).Role().Content(words...).Finish("stop").
+		Usage(24, 9, nil).Done().Reply()
+	whole := sim.Completion(testModel, map[string]any{"content": strings.Join(words, "")}, "stop",
+		map[string]any{"prompt_tokens": 24, "completion_tokens": 9, "total_tokens": 33})
+	_, usrv := proxytest.NewServer(b, func(r proxytest.Received) sim.Reply {
+		if strings.Contains(string(r.Body), `"stream":true`) {
+			return stream
+		}
+		return whole
+	})
+	return usrv
 }
