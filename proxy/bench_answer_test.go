@@ -1,9 +1,7 @@
 package proxy_test
 
 import (
-	"net/http"
 	"testing"
-	"time"
 
 	"github.com/phasegate/phasegate/protocol"
 	"github.com/phasegate/phasegate/proxy"
@@ -25,30 +23,5 @@ func BenchmarkSmallAnswerInterleaved(b *testing.B) {
 	names := []string{"standard", "guard", "whole"}
 	urls := []string{gw + "/standard/v1/chat/completions", gw + "/two-stage/v1/chat/completions",
 		gateway(protocol.TwoStageConfig{WholeAnswers: true}) + "/two-stage/v1/chat/completions"}
-	pairs := make([]*benchPair, len(names))
-	for i := range names {
-		tr := http.DefaultTransport.(*http.Transport).Clone()
-		b.Cleanup(tr.CloseIdleConnections)
-		pairs[i] = &benchPair{client: &http.Client{Transport: tr}}
-		pairs[i].roundTrip(b, urls[i], body)
-	}
-	cpu := make([]time.Duration, len(names))
-	b.ReportAllocs()
-	b.ResetTimer()
-	for n := range b.N {
-		for k := range names {
-			i := (n + k) % len(names) // each route first in turn
-			t0 := cpuTime(b)
-			pairs[i].roundTrip(b, urls[i], body)
-			cpu[i] += cpuTime(b) - t0
-		}
-	}
-	b.StopTimer()
-	per := func(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1e3 / float64(b.N) }
-	for i, name := range names {
-		b.ReportMetric(per(cpu[i]), name+"-cpu-µs/req")
-		if i > 0 {
-			b.ReportMetric(per(cpu[i])/per(cpu[0]), name+"/standard")
-		}
-	}
+	benchInterleaved(b, names, urls, []string{body, body, body})
 }

@@ -8,9 +8,7 @@ package proxy_test
 //	go test ./proxy -run '^$' -bench '^BenchmarkDoorsInterleaved$' -benchtime 1500x -count 3
 
 import (
-	"net/http"
 	"testing"
-	"time"
 
 	"github.com/phasegate/phasegate/protocol"
 	"github.com/phasegate/phasegate/proxy"
@@ -68,29 +66,9 @@ func BenchmarkDoorsInterleaved(b *testing.B) {
 	_, usrv := proxytest.NewServer(b, func(proxytest.Received) sim.Reply { return reply })
 	gw := serveGateway(b, config(usrv), proxy.Options{DefaultProtocol: proxy.ProtocolTwoStage, TwoStage: protocol.NewTwoStage(protocol.TwoStageConfig{}, nil)})
 	doors := []string{"chat", "responses", "messages"}
-	pairs := make([]*benchPair, len(doors))
+	urls, doorBodies := make([]string, len(doors)), make([]string, len(doors))
 	for i, door := range doors {
-		tr := http.DefaultTransport.(*http.Transport).Clone()
-		b.Cleanup(tr.CloseIdleConnections)
-		pairs[i] = &benchPair{client: &http.Client{Transport: tr}}
-		pairs[i].roundTrip(b, gw.URL+paths[door], bodies[door])
+		urls[i], doorBodies[i] = gw.URL+paths[door], bodies[door]
 	}
-	cpu := make([]time.Duration, len(doors))
-	b.ReportAllocs()
-	b.ResetTimer()
-	for n := range b.N {
-		for k := range doors {
-			i := (n + k) % len(doors) // each door first in turn
-			t0 := cpuTime(b)
-			pairs[i].roundTrip(b, gw.URL+paths[doors[i]], bodies[doors[i]])
-			cpu[i] += cpuTime(b) - t0
-		}
-	}
-	b.StopTimer()
-	per := func(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1e3 / float64(b.N) }
-	b.ReportMetric(per(cpu[0]), "chat-cpu-µs/req")
-	for i, door := range doors[1:] {
-		b.ReportMetric(per(cpu[i+1]), door+"-cpu-µs/req")
-		b.ReportMetric(per(cpu[i+1])/per(cpu[0]), door+"/chat")
-	}
+	benchInterleaved(b, doors, urls, doorBodies)
 }

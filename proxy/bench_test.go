@@ -96,6 +96,40 @@ func BenchmarkNonStreamingAddedLatency(b *testing.B) {
 }
 
 // cpuTime is the user and system CPU time of the process so far.
+// benchInterleaved posts bodies[i] to urls[i] for each of names in turn,
+// request by request, each first in turn, so that all see the same
+// machine (a shared one's load included), and reports the CPU time of the
+// whole process per request of each (NAME-cpu-µs/req) and each one's
+// ratio to the first (NAME/FIRST).
+func benchInterleaved(b *testing.B, names, urls, bodies []string) {
+	pairs := make([]*benchPair, len(names))
+	for i := range names {
+		tr := http.DefaultTransport.(*http.Transport).Clone()
+		b.Cleanup(tr.CloseIdleConnections)
+		pairs[i] = &benchPair{client: &http.Client{Transport: tr}}
+		pairs[i].roundTrip(b, urls[i], bodies[i])
+	}
+	cpu := make([]time.Duration, len(names))
+	b.ReportAllocs()
+	b.ResetTimer()
+	for n := range b.N {
+		for k := range names {
+			i := (n + k) % len(names)
+			t0 := cpuTime(b)
+			pairs[i].roundTrip(b, urls[i], bodies[i])
+			cpu[i] += cpuTime(b) - t0
+		}
+	}
+	b.StopTimer()
+	per := func(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1e3 / float64(b.N) }
+	for i, name := range names {
+		b.ReportMetric(per(cpu[i]), name+"-cpu-µs/req")
+		if i > 0 {
+			b.ReportMetric(per(cpu[i])/per(cpu[0]), name+"/"+names[0])
+		}
+	}
+}
+
 func cpuTime(b testing.TB) time.Duration {
 	var ru syscall.Rusage
 	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
