@@ -29,7 +29,9 @@ func TestProtocolHeaderOnce(t *testing.T) {
 		}
 		return completion
 	}
-	call := sim.NewStream(tsModel).Role().ToolCall(0, "call_1", "read_file", `{"path":"a.go"}`).Finish("tool_calls").Done().Reply()
+	// The call comes with its opening in one write, so the guard fails
+	// before the headers go out (see TestTwoStageE2EFallback).
+	call := sim.NewStream(tsModel).Role().ToolCall(0, "call_1", "read_file", `{"path":"a.go"}`).Finish("tool_calls").Burst().Done().Reply()
 	toolLess := `{"model":"` + tsModel + `","messages":[{"role":"user","content":"hi"}]}`
 	tests := []struct {
 		name    string

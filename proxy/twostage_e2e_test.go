@@ -791,7 +791,9 @@ func (p panicTracer) Trace(_ context.Context, ev metrics.Trace) {
 // opening chunk, the guard's, and one id.
 func TestTwoStageE2EFallback(t *testing.T) {
 	t.Parallel()
-	call := sim.NewStream(tsModel).Role().ToolCall(0, "call_1", "read_file", `{"path":"a.go"}`).Finish("tool_calls").Done()
+	// The opening and the call come in one write: the guard fails before
+	// it flushes the opening, so the headers still tell of the fallback.
+	call := sim.NewStream(tsModel).Role().ToolCall(0, "call_1", "read_file", `{"path":"a.go"}`).Finish("tool_calls").Burst().Done()
 	good := sim.NewStream(tsModel).Role().Content("fallback ", "answer").Finish("stop").Done()
 	completion := sim.Completion(tsModel, map[string]any{"content": "fallback answer"}, "stop",
 		map[string]any{"prompt_tokens": 3, "completion_tokens": 2, "total_tokens": 5})
@@ -845,6 +847,95 @@ func TestTwoStageE2EFallback(t *testing.T) {
 				t.Errorf("second upstream request = %s, want the client's body byte for byte", received[1].Body)
 			}
 		})
+	}
+}
+
+// TestTwoStageE2EFallbackAfterFlushedOpening: when the guard fails after
+// its opening chunk was flushed to the client (the upstream's next bytes
+// were waited for), the headers went out with it: the standard protocol
+// still serves the request, after that opening and with its id, and the
+// fallback is counted, but the headers say the guard served it, as the
+// client got them. The upstream sends the call only once the client has
+// read the opening, so the order is the test's, not the scheduler's.
+func TestTwoStageE2EFallbackAfterFlushedOpening(t *testing.T) {
+	t.Parallel()
+	opening := sim.NewStream(tsModel).Role()
+	call := sim.NewStream(tsModel).ToolCall(0, "call_1", "read_file", `{"path":"a.go"}`).Finish("tool_calls").Done()
+	good := sim.NewStream(tsModel).Role().Content("fallback ", "answer").Finish("stop").Done()
+	read := make(chan struct{}) // closed when the client has read the opening
+	var mu sync.Mutex
+	calls := 0
+	usrv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		mu.Lock()
+		calls++
+		n := calls
+		mu.Unlock()
+		if n > 1 {
+			good.Reply().Serve(r.Context(), w)
+			return
+		}
+		rc := http.NewResponseController(w)
+		w.Header().Set("Content-Type", "text/event-stream")
+		_, _ = io.WriteString(w, "data: "+opening.Events()[0].Data+"\n\n")
+		_ = rc.Flush()
+		select {
+		case <-read:
+		case <-r.Context().Done():
+			return
+		}
+		for _, ev := range call.Events() {
+			_, _ = io.WriteString(w, "data: "+ev.Data+"\n\n")
+		}
+		_ = rc.Flush()
+	}))
+	t.Cleanup(usrv.Close)
+	reg := prometheus.NewRegistry()
+	m := metrics.New(reg, []string{"deepseek"})
+	cfg := proxy.Config{Providers: []proxy.Provider{{Name: "deepseek", BaseURL: usrv.URL + "/v1"}}}
+	gw := serveGateway(t, cfg, proxy.Options{DefaultProtocol: proxy.ProtocolTwoStage, Metrics: m, Gatherer: reg,
+		TwoStage: protocol.NewTwoStage(protocol.TwoStageConfig{Metrics: m}, panicTracer{on: metrics.TraceToolCall})})
+	req, err := http.NewRequestWithContext(tsContext(t), http.MethodPost, gw.URL+"/v1/chat/completions", strings.NewReader(tsBody(true, "")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := gw.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	br := bufio.NewReader(resp.Body)
+	first, err := br.ReadString('\n')
+	if err != nil || !strings.Contains(first, `"role":"assistant"`) {
+		t.Fatalf("first line %q (%v), want the opening chunk", first, err)
+	}
+	close(read)
+	rest, err := io.ReadAll(br)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusOK || resp.Header.Get("X-Phasegate-Protocol") != proxy.ProtocolTwoStage || resp.Header.Get("X-Phasegate-Fallback") != "" {
+		t.Errorf("status %d, protocol %q, fallback %q: want 200 and the headers that went out with the opening",
+			resp.StatusCode, resp.Header.Get("X-Phasegate-Protocol"), resp.Header.Get("X-Phasegate-Fallback"))
+	}
+	events := tsData(t, append([]byte(first), rest...))
+	id := chunkID(t, events[0])
+	var want []string
+	for _, ev := range good.Events()[1:] {
+		want = append(want, strings.Replace(ev.Data, `"id":"`+chunkID(t, ev.Data)+`"`, `"id":"`+id+`"`, 1))
+	}
+	if diff := cmp.Diff(want, events[1:]); diff != "" {
+		t.Errorf("events after the opening (-the fallback's answer with the first id +client):\n%s", diff)
+	}
+	mu.Lock()
+	n := calls
+	mu.Unlock()
+	if n != 2 {
+		t.Errorf("upstream calls = %d, want 2 (the guard's, then the standard's)", n)
+	}
+	if v := gathered(t, reg, "phasegate_fallbacks_total", "", ""); v != 1 {
+		t.Errorf("fallbacks = %v, want 1", v)
 	}
 }
 
@@ -1133,8 +1224,11 @@ func gathered(tb testing.TB, g prometheus.Gatherer, name, label, value string) f
 func TestTwoStageE2EFallbackClosesUpstream(t *testing.T) {
 	t.Parallel()
 	// The answer ends transiently, then holds its connection open: only
-	// the gateway closing it ends it.
-	held := sim.NewStream(tsModel).Role().Finish("insufficient_system_resource").Delay(wait).Done().Reply()
+	// the gateway closing it ends it. The opening and the end come in one
+	// write, so the guard fails before it waits again and flushes the
+	// opening: the headers can still tell of the fallback (see
+	// TestTwoStageE2EFallbackAfterFlushedOpening for the other order).
+	held := sim.NewStream(tsModel).Role().Burst().Finish("insufficient_system_resource").Delay(wait).Done().Reply()
 	good := sim.NewStream(tsModel).Role().Content("fallback answer").Finish("stop").Done().Reply()
 	// The standard protocol's call is answered only once the guard's was
 	// closed: left open, it would go on generating beside it.

@@ -18,6 +18,9 @@ type Event struct {
 	Comment string
 	// Delay is waited before the event; a client that leaves cuts it short.
 	Delay time.Duration
+	// Unflushed leaves the event in the writer's buffer: it reaches the
+	// client with the next event flushed, in one write (see Stream.Burst).
+	Unflushed bool
 }
 
 // Reply is one upstream answer.
@@ -75,8 +78,8 @@ func (r Reply) Serve(ctx context.Context, w http.ResponseWriter) (complete bool)
 	return true
 }
 
-// writeEvent waits out ev's delay, writes and flushes it; it reports false
-// when the client left first.
+// writeEvent waits out ev's delay, writes it and flushes it unless it is
+// Unflushed; it reports false when the client left first.
 func writeEvent(ctx context.Context, w io.Writer, rc *http.ResponseController, ev Event) bool {
 	if ev.Delay > 0 {
 		t := time.NewTimer(ev.Delay)
@@ -93,6 +96,9 @@ func writeEvent(ctx context.Context, w io.Writer, rc *http.ResponseController, e
 	}
 	if _, err := io.WriteString(w, s); err != nil {
 		return false
+	}
+	if ev.Unflushed {
+		return ctx.Err() == nil
 	}
 	if err := rc.Flush(); err != nil {
 		return false

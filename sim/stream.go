@@ -111,6 +111,16 @@ func (s *Stream) Delay(d time.Duration) *Stream {
 	return s
 }
 
+// Burst makes the events so far reach the client together with the next
+// one, in one write: a reader gets them in one read, with no wait between
+// them, however the machine schedules the two sides.
+func (s *Stream) Burst() *Stream {
+	for i := range s.events {
+		s.events[i].Unflushed = true
+	}
+	return s
+}
+
 // Done appends "[DONE]".
 func (s *Stream) Done() *Stream { return s.Raw("[DONE]") }
 
