@@ -427,7 +427,7 @@ func (h *Handler) serveDoor(w http.ResponseWriter, r *http.Request, d *door, rou
 	// deadline (ended in serve, once the sink is open).
 	r = r.WithContext(store.ShareDeadline(r.Context()))
 	c := &chatRequest{h: h, w: w, r: r, door: d, start: time.Now(), id: r.Header.Get("X-Request-Id"), route: route}
-	c.log = h.log.With("request_id", c.id, "door", d.name)
+	c.log = requestLogger(h.log, "request_id", c.id, "door", d.name)
 	defer c.close()
 	// Until the request is parsed, it counts under the protocol its
 	// route would serve it with.
