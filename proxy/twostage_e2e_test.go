@@ -895,16 +895,7 @@ func TestTwoStageE2EFallbackAfterFlushedOpening(t *testing.T) {
 	cfg := proxy.Config{Providers: []proxy.Provider{{Name: "deepseek", BaseURL: usrv.URL + "/v1"}}}
 	gw := serveGateway(t, cfg, proxy.Options{DefaultProtocol: proxy.ProtocolTwoStage, Metrics: m, Gatherer: reg,
 		TwoStage: protocol.NewTwoStage(protocol.TwoStageConfig{Metrics: m}, panicTracer{on: metrics.TraceToolCall})})
-	req, err := http.NewRequestWithContext(tsContext(t), http.MethodPost, gw.URL+"/v1/chat/completions", strings.NewReader(tsBody(true, "")))
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := gw.Client().Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
+	resp := proxytest.Do(t, tsContext(t), gw.Client(), http.MethodPost, gw.URL+"/v1/chat/completions", tsBody(true, ""))
 	br := bufio.NewReader(resp.Body)
 	first, err := br.ReadString('\n')
 	if err != nil || !strings.Contains(first, `"role":"assistant"`) {
