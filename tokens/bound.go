@@ -11,9 +11,9 @@ import (
 )
 
 // FitBounded is Fit for a request that may not need counting: when the
-// size of its messages alone shows that the prompt fits (see sizeBound),
-// nothing is counted and the result is the messages as they came, with
-// Uncounted set and PromptTokens and Estimate 0 (or the count, when every
+// size of its messages and tool definitions shows that the prompt fits
+// (see sizeBound), nothing is counted (no tokenizer is loaded for it) and
+// the result is the messages as they came, with Uncounted set and PromptTokens and Estimate 0 (or the count, when every
 // message was counted before and is still cached). A request the bound
 // cannot settle is fitted by Fit. The outcome is Fit's either way: the
 // bound is never below the count, so a prompt it passes is one Fit keeps
@@ -78,12 +78,25 @@ func (c *Counter) fixedTokens(e *encoding, tools []chat.Tool) int {
 
 // sizeBound returns a number of tokens at least the count of msgs and
 // tools, or any number above limit once it is sure to exceed it, and
-// whether it is the count itself. The tools and the reply priming are
-// counted (tool definitions are cached: an agent sends the same ones every
-// time), and so is a message the cache already holds; any other message is
-// bounded by messageBound.
+// whether it is the count itself. A tool definition or a message the cache
+// already holds is taken from it; any other is bounded by toolBound or
+// messageBound, so a request that fits by its size loads no tokenizer.
 func (c *Counter) sizeBound(e *encoding, msgs []chat.Message, tools []chat.Tool, limit int) (n int, exact bool) {
-	n, exact = c.fixedTokens(e, tools), true
+	n, exact = replyPriming, true
+	if len(tools) > 0 {
+		n += funcEnd
+	}
+	for i := range tools {
+		t := &tools[i]
+		if len(t.Raw) > 0 {
+			if k, ok := c.cache.get(c.key(kindTool, e, t.Raw)); ok {
+				n += k
+				continue
+			}
+		}
+		n += c.toolBound(e, t)
+		exact = false
+	}
 	for i := range msgs {
 		if n > limit {
 			return n, false
@@ -126,6 +139,37 @@ func (c *Counter) messageBound(e *encoding, m *chat.Message) int {
 		return c.messageTokens(e, m)
 	}
 	return tokensPerMessage + perToolCall*len(m.ToolCalls) + len(m.Raw)
+}
+
+// toolBound returns a number at least countTool's count of t, from its
+// size: len(t.Raw), the per-function framing, the properties' framing, and
+// enumItem for each structural byte ('{', '[' and ',') of t.Raw.
+//
+// Why that bounds the count: each text countTool counts is built from
+// strings decoded from their own literals in t.Raw (the name, the
+// description, a property's name, type and description, an enum item) or
+// compacted from their own values (a schema keyword and its value), joined
+// by ':' separators; a decoded string is never longer than its literal when
+// t.Raw is valid UTF-8 (see messageBound), compacting never lengthens, and
+// each separator is paid for by the quotes of the key or name before it. So
+// the texts together count at most len(t.Raw). The rest are constants:
+// funcInit and propInit once, and propKey or enumItem for each
+// property and each enum item. Those are members of a JSON object or array,
+// and an object or array of k members holds k-1 commas and one opening
+// bracket, so there are no more of them than structural bytes; enumInit is
+// negative. A tool whose raw form is missing or not valid UTF-8 is counted.
+// TestToolBound and FuzzToolBound check the bound against the count.
+func (c *Counter) toolBound(e *encoding, t *chat.Tool) int {
+	if len(t.Raw) == 0 || !utf8.Valid(t.Raw) {
+		return c.toolTokens(e, t)
+	}
+	marks := 0
+	for _, b := range t.Raw {
+		if b == '{' || b == '[' || b == ',' {
+			marks++
+		}
+	}
+	return e.funcInit + propInit + max(propKey, enumItem)*marks + len(t.Raw)
 }
 
 // contentParts reports whether raw message content is an array of parts.

@@ -1,6 +1,7 @@
 package tokens
 
 import (
+	"encoding/json"
 	"math/rand/v2"
 	"strings"
 	"testing"
@@ -177,5 +178,129 @@ func TestFitBoundedAgreesWithFit(t *testing.T) {
 	}
 	if uncounted == 0 || counted == 0 {
 		t.Errorf("%d requests kept uncounted, %d counted: want some of each", uncounted, counted)
+	}
+}
+
+// toolBoundCases are tool definitions built to be short in bytes and long
+// in tokens: many properties and enum items of a byte or two, properties
+// that are null or have no type, schema keywords, escapes, text that is
+// not ASCII, keys in other cases, a type that is not a function,
+// parameters that are not an object, invalid UTF-8.
+var toolBoundCases = []string{
+	`{}`,
+	`{"type":"function"}`,
+	`{"type":"function","function":{}}`,
+	`{"type":"function","function":{"name":""}}`,
+	`{"type":"function","function":{"name":"f","parameters":{}}}`,
+	`{"type":"function","function":{"name":"f","parameters":{"type":"object","properties":{}}}}`,
+	`{"type":"function","function":{"name":"f","parameters":{"properties":{"a":{},"b":{},"c":{},"d":{},"e":{},"f":{}}}}}`,
+	`{"type":"function","function":{"name":"f","parameters":{"properties":{"a":null,"b":null,"c":null,"d":null,"e":null}}}}`,
+	`{"type":"function","function":{"name":"f","parameters":{"properties":{"a":{"enum":[1,2,3,4,5,6,7,8,9,0]}}}}}`,
+	`{"type":"function","function":{"name":"f","parameters":{"properties":{"a":{"enum":["","","","","",""]}}}}}`,
+	`{"type":"function","function":{"name":"f","parameters":{"properties":{"a":{"enum":[[],{},null,true,false]}}}}}`,
+	`{"type":"function","function":{"name":"f","parameters":{"properties":{"a":{"enum":{}}}}}}`,
+	`{"type":"function","function":{"name":"f","parameters":{"properties":{"a":{"type":["string","null"],"minimum":1,"x":{},"y":[]}}}}}`,
+	`{"type":"function","function":{"name":"f","parameters":{"properties":[1,2,3]}}}`,
+	`{"type":"function","function":{"name":"f","parameters":{"required":["a"],"additionalProperties":false,"$defs":{"a":{},"b":[]}}}}`,
+	`{"type":"function","function":{"name":"f","parameters":"not an object"}}`,
+	`{"type":"function","function":{"name":"f","description":".","parameters":{"properties":{"a":{"description":"."}}}}}`,
+	`{"type":"function","function":{"name":"\u00e9\u4e2d\ud83d\ude00","description":"\n\n\n\n\t\t\t\t","parameters":{"properties":{"\u00e9":{"type":"\u4e2d"}}}}}`,
+	`{"type":"function","function":{"name":"中文","description":"中文中文，日本語、한국어 😀😀 ÆØÅ 1234567890","parameters":{"properties":{"ключ":{"type":"строка"}}}}}`,
+	`{"type":"function","function":{"NAME":"f","Description":"folded keys","Parameters":{"properties":{"a":{"TYPE":"string"}}}}}`,
+	`{"type":"custom","custom":{"name":"g","format":{"type":"grammar"}}}`,
+	` { "type" : "function" , "function" : { "name" : "spaced" , "parameters" : { "properties" : { "a" : { "type" : "string" } } } } } `,
+	"{\"type\":\"function\",\"function\":{\"name\":\"\xff\xfe\",\"description\":\"\xfd\xfc\xfb\"}}",
+}
+
+// TestToolBound: the bound FitBounded judges a tool definition by is never
+// below the count Fit would make of it, in both encodings, whatever the
+// definition spends its bytes on.
+func TestToolBound(t *testing.T) {
+	c := newCounter(t, DefaultConfig())
+	// An enum of a thousand digits: each item costs its framing, 3
+	// tokens, for two bytes.
+	digits := strings.Repeat("1,", 999) + "1"
+	cases := append([]string(nil), toolBoundCases...)
+	cases = append(cases, `{"type":"function","function":{"name":"f","parameters":{"properties":{"a":{"enum":[`+digits+`]}}}}}`)
+	var cookbook []json.RawMessage
+	if err := json.Unmarshal([]byte(cookbookTools), &cookbook); err != nil {
+		t.Fatal(err)
+	}
+	for _, raw := range cookbook {
+		cases = append(cases, string(raw))
+	}
+	for _, enc := range []string{EncodingO200K, EncodingCL100K} {
+		e, err := loadEncoding(enc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, raw := range cases {
+			var tool chat.Tool
+			if err := tool.UnmarshalJSON([]byte(raw)); err != nil {
+				t.Fatalf("%s: %v", raw, err)
+			}
+			bound, count := c.toolBound(e, &tool), c.countTool(e, &tool)
+			if bound < count {
+				t.Errorf("%s, %s: bound %d < count %d", enc, raw, bound, count)
+			}
+		}
+	}
+}
+
+// FuzzToolBound checks the bound against the count for any tool
+// definition.
+func FuzzToolBound(f *testing.F) {
+	for _, raw := range toolBoundCases {
+		f.Add(raw)
+	}
+	f.Add(`{"function":{"parameters":{"properties":{"a":{"enum":[` + strings.Repeat("1,", 99) + `1]}}}}}`)
+	c := &Counter{cache: newCache(DefaultCacheBytes), seed: fuzzSeed}
+	e, err := loadEncoding(EncodingO200K)
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Fuzz(func(t *testing.T, raw string) {
+		if len(raw) > 4096 {
+			return
+		}
+		var tool chat.Tool
+		if tool.UnmarshalJSON([]byte(raw)) != nil {
+			return
+		}
+		if bound, count := c.toolBound(e, &tool), c.countTool(e, &tool); bound < count {
+			t.Errorf("%q: bound %d < count %d", raw, bound, count)
+		}
+	})
+}
+
+// TestFitBoundedLoadsNoTokenizer: a small request with tool definitions
+// never counted before is kept whole without a call into tiktoken: the
+// definitions are bounded by their size as the messages are. An agent's
+// usual turn therefore never loads a tokenizer's tables.
+func TestFitBoundedLoadsNoTokenizer(t *testing.T) {
+	const model = "gpt-4o"
+	tools := decodeTools(t, cookbookTools)
+	small := (&history{tb: t}).text("sys", "system", 50).text("u1", "user", 300).text("u2", "user", 30)
+	c := newCounter(t, DefaultConfig())
+	f, err := c.FitBounded(model, small.msgs, tools, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !f.Uncounted || len(f.Messages) != len(small.msgs) {
+		t.Errorf("uncounted %v, %d of %d messages; want it kept whole, uncounted", f.Uncounted, len(f.Messages), len(small.msgs))
+	}
+	if n := c.encodes.Load(); n != 0 {
+		t.Errorf("%d tiktoken calls, want 0", n)
+	}
+	// Once counted, the definitions come from the cache: a request whose
+	// messages were all counted too gets its exact count for free.
+	counted, _ := c.CountPrompt(model, small.msgs, tools)
+	before := c.encodes.Load()
+	f, err = c.FitBounded(model, small.msgs, tools, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.Uncounted || f.PromptTokens != counted || c.encodes.Load() != before {
+		t.Errorf("counted before: uncounted %v, %d tokens (want %d), %d tiktoken calls (want 0)", f.Uncounted, f.PromptTokens, counted, c.encodes.Load()-before)
 	}
 }
