@@ -134,6 +134,28 @@ func TestOpeningRetriedOnce(t *testing.T) {
 	}
 }
 
+// asFirst is a chunk's data with the id and created time of first, as the
+// gateway gives every chunk of a response those of its first chunk; [DONE]
+// as it is.
+func asFirst(t *testing.T, data, first string) string {
+	t.Helper()
+	if data == "[DONE]" {
+		return data
+	}
+	var c, f struct {
+		ID      string `json:"id"`
+		Created int64  `json:"created"`
+	}
+	if err := json.Unmarshal([]byte(data), &c); err != nil {
+		t.Fatalf("chunk %s: %v", data, err)
+	}
+	if err := json.Unmarshal([]byte(first), &f); err != nil {
+		t.Fatalf("chunk %s: %v", first, err)
+	}
+	data = strings.Replace(data, fmt.Sprintf(`"id":%q`, c.ID), fmt.Sprintf(`"id":%q`, f.ID), 1)
+	return strings.Replace(data, fmt.Sprintf(`"created":%d`, c.Created), fmt.Sprintf(`"created":%d`, f.Created), 1)
+}
+
 // chunkID is the id of a chunk's data; "" for [DONE].
 func chunkID(t *testing.T, data string) string {
 	t.Helper()

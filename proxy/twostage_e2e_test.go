@@ -825,13 +825,12 @@ func TestTwoStageE2EFallback(t *testing.T) {
 				if len(events) == 0 || !strings.Contains(events[0], `"role":"assistant"`) {
 					t.Fatalf("events %q, want the opening chunk first", events)
 				}
-				id := chunkID(t, events[0])
 				var want []string
 				for _, ev := range tt.second.Events {
-					want = append(want, strings.Replace(ev.Data, `"id":"`+chunkID(t, ev.Data)+`"`, `"id":"`+id+`"`, 1))
+					want = append(want, asFirst(t, ev.Data, events[0]))
 				}
 				if diff := cmp.Diff(want[1:], events[1:]); diff != "" {
-					t.Errorf("events the client got after the opening (-upstream, the first id +client):\n%s", diff)
+					t.Errorf("events the client got after the opening (-upstream, the first id and created time +client):\n%s", diff)
 				}
 			} else if string(got) != string(tt.second.Body) {
 				t.Errorf("body = %s, want the upstream's completion byte for byte: %s", got, tt.second.Body)
@@ -911,13 +910,12 @@ func TestTwoStageE2EFallbackAfterFlushedOpening(t *testing.T) {
 			resp.StatusCode, resp.Header.Get("X-Phasegate-Protocol"), resp.Header.Get("X-Phasegate-Fallback"))
 	}
 	events := tsData(t, append([]byte(first), rest...))
-	id := chunkID(t, events[0])
 	var want []string
 	for _, ev := range good.Events()[1:] {
-		want = append(want, strings.Replace(ev.Data, `"id":"`+chunkID(t, ev.Data)+`"`, `"id":"`+id+`"`, 1))
+		want = append(want, asFirst(t, ev.Data, events[0]))
 	}
 	if diff := cmp.Diff(want, events[1:]); diff != "" {
-		t.Errorf("events after the opening (-the fallback's answer with the first id +client):\n%s", diff)
+		t.Errorf("events after the opening (-the fallback's answer with the first id and created time +client):\n%s", diff)
 	}
 	mu.Lock()
 	n := calls
