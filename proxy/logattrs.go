@@ -12,7 +12,10 @@ import (
 // not format the attributes ahead for lines that may never come: a
 // request logs its own fields (its id, door, model, ...) on one or two
 // lines, and formatting them once at With cost as much as a line does.
-// Later With calls on the result are deferred the same way.
+// Later With calls on the result are deferred the same way. A LogValuer is
+// resolved once, at With, as With does; any other value is formatted with
+// each line, so one that changes after With (a pointer, a map) would be
+// written as it is then: a request's fields are strings and booleans.
 func requestLogger(l *slog.Logger, args ...any) *slog.Logger {
 	return slog.New(deferredAttrs{next: l.Handler()}).With(args...)
 }
@@ -46,7 +49,27 @@ func (h deferredAttrs) WithAttrs(attrs []slog.Attr) slog.Handler {
 	if len(attrs) == 0 {
 		return h
 	}
-	return deferredAttrs{next: h.next, attrs: append(slices.Clip(h.attrs), attrs...)}
+	out := append(slices.Clip(h.attrs), attrs...)
+	for i := len(h.attrs); i < len(out); i++ {
+		out[i] = resolved(out[i])
+	}
+	return deferredAttrs{next: h.next, attrs: out}
+}
+
+// resolved is a with its LogValuers resolved, in groups too, as a handler
+// formatting it at With would resolve them.
+func resolved(a slog.Attr) slog.Attr {
+	a.Value = a.Value.Resolve()
+	if a.Value.Kind() != slog.KindGroup {
+		return a
+	}
+	members := a.Value.Group()
+	out := make([]slog.Attr, len(members))
+	for i, m := range members {
+		out[i] = resolved(m)
+	}
+	a.Value = slog.GroupValue(out...)
+	return a
 }
 
 // WithGroup gives next the attributes so far, outside the group, as With

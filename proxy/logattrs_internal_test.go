@@ -59,6 +59,30 @@ func TestRequestLoggerWritesAsWith(t *testing.T) {
 	}
 }
 
+// countingValuer counts the times it is asked for its value.
+type countingValuer struct{ n int }
+
+func (c *countingValuer) LogValue() slog.Value { c.n++; return slog.IntValue(c.n) }
+
+// TestRequestLoggerResolvesOnce: a LogValuer among a request's fields,
+// alone or in a group, is asked once, when the fields are given, as With
+// asks it: every line carries that value.
+func TestRequestLoggerResolvesOnce(t *testing.T) {
+	for _, l := range []struct {
+		name string
+		mk   func(*slog.Logger, ...any) *slog.Logger
+	}{{"With", (*slog.Logger).With}, {"requestLogger", requestLogger}} {
+		var buf bytes.Buffer
+		v, g := &countingValuer{}, &countingValuer{}
+		log := l.mk(slog.New(slog.NewJSONHandler(&buf, nil)), "v", v, slog.Group("g", "w", g))
+		log.Info("one")
+		log.Info("two")
+		if got := strings.Count(buf.String(), `"v":1,"g":{"w":1}`); got != 2 || v.n != 1 || g.n != 1 {
+			t.Errorf("%s: asked %d and %d times, lines:\n%s", l.name, v.n, g.n, buf.String())
+		}
+	}
+}
+
 // TestRequestLoggerFormatsNothingAhead: deriving a request's logger, and
 // adding its fields later, formats nothing; With did on every request.
 func TestRequestLoggerFormatsNothingAhead(t *testing.T) {
