@@ -669,9 +669,9 @@ func (c *chatRequest) fit() error {
 }
 
 // serve runs the strategy and writes its events. A guard that failed
-// before the client saw a byte is replaced by the standard protocol (a
-// failing guard degrades to a plain proxy, and the failure is logged);
-// nothing else is served twice.
+// before the client saw more than the opening chunk is replaced by the
+// standard protocol, after that opening (a failing guard degrades to a
+// plain proxy, and the failure is logged); nothing else is served twice.
 func (c *chatRequest) serve(ctx context.Context) metrics.Outcome {
 	h := c.h
 	out, ctx, release := c.sink(ctx)

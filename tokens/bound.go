@@ -13,8 +13,9 @@ import (
 // FitBounded is Fit for a request that may not need counting: when the
 // size of its messages and tool definitions shows that the prompt fits
 // (see sizeBound), nothing is counted (no tokenizer is loaded for it) and
-// the result is the messages as they came, with Uncounted set and PromptTokens and Estimate 0 (or the count, when every
-// message was counted before and is still cached). A request the bound
+// the result is the messages as they came, with Uncounted set and
+// PromptTokens and Estimate 0 (or the count, when every message and tool
+// definition was counted before and is still cached). A request the bound
 // cannot settle is fitted by Fit. The outcome is Fit's either way: the
 // bound is never below the count, so a prompt it passes is one Fit keeps
 // whole.
