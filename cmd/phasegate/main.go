@@ -48,6 +48,7 @@ func main() {
 	ctx, stop := signalContext(isTerminal(os.Stdin))
 	defer stop()
 	ownsDefaultLog = true
+	ownsCollector = os.Getenv("GOGC") == ""
 	proxy.ReleaseMode()
 	logRedisRetriesAtDebug()
 	if err := dispatch(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr); err != nil {

@@ -436,3 +436,56 @@ func TestIsTerminal(t *testing.T) {
 		t.Errorf("isTerminal(%s) = false", pty.Name())
 	}
 }
+
+// TestProcessCollectorPacedUntilTables: the real process runs its
+// collector at GOGC=400 until a tokenizer's tables are loaded (its heap is
+// a few MB until then), and at the default 100 once a request needed a
+// count; a GOGC the operator gave is kept throughout. Read from
+// go_gc_gogc_percent on /metrics.
+func TestProcessCollectorPacedUntilTables(t *testing.T) {
+	// Over a 1,000-token window by its size (1,400 bytes), within it by its
+	// count (about 200 tokens): the fit counts it, and it is served.
+	long := `{"model":"gpt-4o","messages":[{"role":"user","content":"` + strings.Repeat("tokens ", 200) +
+		`"}],"tools":[{"type":"function","function":{"name":"read_file","parameters":{"type":"object"}}}]}`
+	for _, tt := range []struct {
+		name          string
+		env           map[string]string
+		before, after string
+	}{
+		{name: "default", env: map[string]string{"CONTEXT_WINDOW": "1000"}, before: "400", after: "100"},
+		{name: "GOGC given", env: map[string]string{"CONTEXT_WINDOW": "1000", "GOGC": "150"}, before: "150", after: "150"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			c := startProcess(t, tt.env)
+			base := "http://" + c.addr
+			if got := gogcPercent(t, base); got != tt.before {
+				t.Errorf("go_gc_gogc_percent at start = %s, want %s", got, tt.before)
+			}
+			resp := proxytest.Do(t, proxytest.Context(t), http.DefaultClient, http.MethodPost, base+"/v1/chat/completions", long)
+			body, _ := io.ReadAll(resp.Body)
+			if resp.StatusCode != http.StatusOK || resp.Header.Get("X-Phasegate-Prompt-Tokens") == "" {
+				t.Fatalf("status %d, X-Phasegate-Prompt-Tokens %q, want a counted prompt: %s", resp.StatusCode, resp.Header.Get("X-Phasegate-Prompt-Tokens"), body)
+			}
+			if got := gogcPercent(t, base); got != tt.after {
+				t.Errorf("go_gc_gogc_percent after a counted request = %s, want %s", got, tt.after)
+			}
+		})
+	}
+}
+
+// gogcPercent reads go_gc_gogc_percent from base's /metrics.
+func gogcPercent(t *testing.T, base string) string {
+	t.Helper()
+	resp := proxytest.Do(t, proxytest.Context(t), http.DefaultClient, http.MethodGet, base+"/metrics", "")
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "go_gc_gogc_percent "); ok {
+			return v
+		}
+	}
+	t.Fatalf("no go_gc_gogc_percent in /metrics:\n%s", b)
+	return ""
+}
