@@ -88,31 +88,33 @@ func (c *Counter) sizeBound(e *encoding, msgs []chat.Message, tools []chat.Tool,
 		n += funcEnd
 	}
 	for i := range tools {
-		t := &tools[i]
-		if len(t.Raw) > 0 {
-			if k, ok := c.cache.get(c.key(kindTool, e, t.Raw)); ok {
-				n += k
-				continue
-			}
+		if k, ok := c.cachedCount(kindTool, e, tools[i].Raw); ok {
+			n += k
+			continue
 		}
-		n += c.toolBound(e, t)
+		n += c.toolBound(e, &tools[i])
 		exact = false
 	}
 	for i := range msgs {
 		if n > limit {
 			return n, false
 		}
-		m := &msgs[i]
-		if len(m.Raw) > 0 {
-			if k, ok := c.cache.get(c.key(kindMessage, e, m.Raw)); ok {
-				n += k
-				continue
-			}
+		if k, ok := c.cachedCount(kindMessage, e, msgs[i].Raw); ok {
+			n += k
+			continue
 		}
-		n += c.messageBound(e, m)
+		n += c.messageBound(e, &msgs[i])
 		exact = false
 	}
 	return n, exact
+}
+
+// cachedCount returns the count of raw the cache holds, if it holds one.
+func (c *Counter) cachedCount(kind uint8, e *encoding, raw []byte) (int, bool) {
+	if len(raw) == 0 {
+		return 0, false
+	}
+	return c.cache.get(c.key(kind, e, raw))
 }
 
 // messageBound returns a number at least countMessage's count of m, from

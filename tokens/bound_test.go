@@ -69,7 +69,13 @@ func TestMessageBound(t *testing.T) {
 
 // FuzzMessageBound checks the bound against the count for any message.
 func FuzzMessageBound(f *testing.F) {
-	for _, raw := range boundCases {
+	fuzzBound(f, boundCases, (*chat.Message).UnmarshalJSON, (*Counter).messageBound, (*Counter).countMessage)
+}
+
+// fuzzBound checks bound against count, in o200k_base, for any value
+// decode takes from an input of at most 4 KiB, seeded with seeds.
+func fuzzBound[T any](f *testing.F, seeds []string, decode func(*T, []byte) error, bound, count func(*Counter, *encoding, *T) int) {
+	for _, raw := range seeds {
 		f.Add(raw)
 	}
 	c := &Counter{cache: newCache(DefaultCacheBytes), seed: fuzzSeed}
@@ -81,12 +87,12 @@ func FuzzMessageBound(f *testing.F) {
 		if len(raw) > 4096 {
 			return
 		}
-		var m chat.Message
-		if m.UnmarshalJSON([]byte(raw)) != nil {
+		var v T
+		if decode(&v, []byte(raw)) != nil {
 			return
 		}
-		if bound, count := c.messageBound(e, &m), c.countMessage(e, &m); bound < count {
-			t.Errorf("%q: bound %d < count %d", raw, bound, count)
+		if b, n := bound(c, e, &v), count(c, e, &v); b < n {
+			t.Errorf("%q: bound %d < count %d", raw, b, n)
 		}
 	})
 }
@@ -250,33 +256,14 @@ func TestToolBound(t *testing.T) {
 // FuzzToolBound checks the bound against the count for any tool
 // definition.
 func FuzzToolBound(f *testing.F) {
-	for _, raw := range toolBoundCases {
-		f.Add(raw)
-	}
-	f.Add(`{"function":{"parameters":{"properties":{"a":{"enum":[` + strings.Repeat("1,", 99) + `1]}}}}}`)
-	c := &Counter{cache: newCache(DefaultCacheBytes), seed: fuzzSeed}
-	e, err := loadEncoding(EncodingO200K)
-	if err != nil {
-		f.Fatal(err)
-	}
-	f.Fuzz(func(t *testing.T, raw string) {
-		if len(raw) > 4096 {
-			return
-		}
-		var tool chat.Tool
-		if tool.UnmarshalJSON([]byte(raw)) != nil {
-			return
-		}
-		if bound, count := c.toolBound(e, &tool), c.countTool(e, &tool); bound < count {
-			t.Errorf("%q: bound %d < count %d", raw, bound, count)
-		}
-	})
+	seeds := append([]string{`{"function":{"parameters":{"properties":{"a":{"enum":[` + strings.Repeat("1,", 99) + `1]}}}}}`}, toolBoundCases...)
+	fuzzBound(f, seeds, (*chat.Tool).UnmarshalJSON, (*Counter).toolBound, (*Counter).countTool)
 }
 
 // TestFitBoundedLoadsNoTokenizer: a small request with tool definitions
 // never counted before is kept whole without a call into tiktoken: the
-// definitions are bounded by their size as the messages are. An agent's
-// usual turn therefore never loads a tokenizer's tables.
+// definitions are bounded by their size as the messages are, so a
+// request that fits by its size loads no tokenizer's tables.
 func TestFitBoundedLoadsNoTokenizer(t *testing.T) {
 	const model = "gpt-4o"
 	tools := decodeTools(t, cookbookTools)
