@@ -35,9 +35,9 @@ var ownsCollector bool
 // loaded. Until then the live heap is a few MB, and at the default 100 the
 // collector would run about eight times as often as once the tables (23
 // MiB of heap) are in it: 176 collections for 10,000 small guarded
-// requests against 22, about 8 µs of CPU a request. At 400 it took 35,
-// and the heap goal stays near 20 MB, well under what the tables add.
-const gcBeforeTables = 400
+// requests against 22, about 8 µs of CPU a request. At 200 it took 77,
+// and 64 streams at once peaked under 50 MiB (at 400: 35, and 61 MiB).
+const gcBeforeTables = 200
 
 // pacedCollector sets the collector's GOGC to gcBeforeTables when own,
 // and returns what the counter calls once an encoding's tables are

@@ -438,7 +438,7 @@ func TestIsTerminal(t *testing.T) {
 }
 
 // TestProcessCollectorPacedUntilTables: the real process runs its
-// collector at GOGC=400 until a tokenizer's tables are loaded (its heap is
+// collector at GOGC=200 until a tokenizer's tables are loaded (its heap is
 // a few MB until then), and at the default 100 once a request needed a
 // count; a GOGC the operator gave is kept throughout. Read from
 // go_gc_gogc_percent on /metrics.
@@ -452,7 +452,7 @@ func TestProcessCollectorPacedUntilTables(t *testing.T) {
 		env           map[string]string
 		before, after string
 	}{
-		{name: "default", env: map[string]string{"CONTEXT_WINDOW": "1000"}, before: "400", after: "100"},
+		{name: "default", env: map[string]string{"CONTEXT_WINDOW": "1000"}, before: "200", after: "100"},
 		{name: "GOGC given", env: map[string]string{"CONTEXT_WINDOW": "1000", "GOGC": "150"}, before: "150", after: "150"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
