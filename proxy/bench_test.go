@@ -95,7 +95,6 @@ func BenchmarkNonStreamingAddedLatency(b *testing.B) {
 	b.ReportMetric(float64((g-d).Nanoseconds())/1e3, "added-p50-µs")
 }
 
-// cpuTime is the user and system CPU time of the process so far.
 // benchInterleaved posts bodies[i] to urls[i] for each of names in turn,
 // request by request, each first in turn, so that all see the same
 // machine (a shared one's load included), and reports the CPU time of the
@@ -130,6 +129,7 @@ func benchInterleaved(b *testing.B, names, urls, bodies []string) {
 	}
 }
 
+// cpuTime is the user and system CPU time of the process so far.
 func cpuTime(b testing.TB) time.Duration {
 	var ru syscall.Rusage
 	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
