@@ -67,14 +67,20 @@ func (c *Counter) withinHistory(msgs []chat.Message) bool {
 // fixedTokens counts what every prompt with tools has besides its
 // messages: the reply priming and the tool definitions.
 func (c *Counter) fixedTokens(e *encoding, tools []chat.Tool) int {
-	n := replyPriming
-	if len(tools) > 0 {
-		n += funcEnd
-		for i := range tools {
-			n += c.toolTokens(e, &tools[i])
-		}
+	n := framing(tools)
+	for i := range tools {
+		n += c.toolTokens(e, &tools[i])
 	}
 	return n
+}
+
+// framing is what a prompt costs besides its messages and its tool
+// definitions: the reply priming, and the tools' closing when it has any.
+func framing(tools []chat.Tool) int {
+	if len(tools) > 0 {
+		return replyPriming + funcEnd
+	}
+	return replyPriming
 }
 
 // sizeBound returns a number of tokens at least the count of msgs and
@@ -83,10 +89,7 @@ func (c *Counter) fixedTokens(e *encoding, tools []chat.Tool) int {
 // already holds is taken from it; any other is bounded by toolBound or
 // messageBound, so a request that fits by its size loads no tokenizer.
 func (c *Counter) sizeBound(e *encoding, msgs []chat.Message, tools []chat.Tool, limit int) (n int, exact bool) {
-	n, exact = replyPriming, true
-	if len(tools) > 0 {
-		n += funcEnd
-	}
+	n, exact = framing(tools), true
 	for i := range tools {
 		if k, ok := c.cachedCount(kindTool, e, tools[i].Raw); ok {
 			n += k
