@@ -14,6 +14,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/phasegate/phasegate/chat"
+	"github.com/phasegate/phasegate/internal/jsonscan"
 )
 
 var stepsUpdate = flag.Bool("update-steps", false, "rewrite the golden files of testdata/steps")
@@ -76,12 +77,12 @@ func render(r *answerReader, events iter.Seq2[[]byte, error]) (out []string) {
 		if p == nil {
 			return "<nil>"
 		}
-		return fmt.Sprintf("%q", asDecoded([]byte(*p)))
+		return fmt.Sprintf("%q", jsonscan.Unescaped([]byte(*p)))
 	}
 	defer func() {
 		// What the reader read, not only what it passes on: the text the
 		// leak scan and the usage estimate saw.
-		out = append(out, fmt.Sprintf("read %q", asDecoded(r.gen)))
+		out = append(out, fmt.Sprintf("read %q", jsonscan.Unescaped(r.gen)))
 	}()
 	for st, err := range r.steps(events) {
 		if err != nil {

@@ -2,7 +2,6 @@ package protocol
 
 import (
 	"bytes"
-	"strings"
 	"unicode/utf8"
 
 	"github.com/phasegate/phasegate/chat"
@@ -112,26 +111,10 @@ func spanIs(data []byte, sp span, decoded string) bool {
 		return false
 	}
 	raw := data[sp.start:sp.end]
-	if string(raw) != decoded && (utf8.Valid(raw) || asDecoded(raw) != decoded) {
+	if string(raw) != decoded && (utf8.Valid(raw) || jsonscan.Unescaped(raw) != decoded) {
 		return false
 	}
 	return !bytes.Contains(data[:sp.start], unicodeEscape) && !bytes.Contains(data[sp.end:], unicodeEscape)
-}
-
-// asDecoded is an unescaped JSON string body as the decoder reads it:
-// each byte of invalid UTF-8 becomes U+FFFD.
-func asDecoded(raw []byte) string {
-	var b strings.Builder
-	for len(raw) > 0 {
-		r, n := utf8.DecodeRune(raw)
-		if r == utf8.RuneError && n == 1 {
-			b.WriteRune(utf8.RuneError)
-		} else {
-			b.Write(raw[:n])
-		}
-		raw = raw[n:]
-	}
-	return b.String()
 }
 
 // argsTemplate reads the argument fragments of one streamed tool call the

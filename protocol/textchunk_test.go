@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/phasegate/phasegate/chat"
+	"github.com/phasegate/phasegate/internal/jsonscan"
 )
 
 func TestTextSpans(t *testing.T) {
@@ -112,9 +113,9 @@ func FuzzTextTemplate(f *testing.F) {
 		}
 		delta := d.Choices[0].Delta
 		switch {
-		case reasoning && (delta.ReasoningContent == nil || *delta.ReasoningContent != asDecoded([]byte(got)) || delta.Content != nil && *delta.Content != ""):
+		case reasoning && (delta.ReasoningContent == nil || *delta.ReasoningContent != jsonscan.Unescaped([]byte(got)) || delta.Content != nil && *delta.Content != ""):
 			t.Fatalf("template read reasoning %q, the decoder %+v, from %s", got, delta, second)
-		case !reasoning && (delta.Content == nil || *delta.Content != asDecoded([]byte(got)) || delta.ReasoningContent != nil):
+		case !reasoning && (delta.Content == nil || *delta.Content != jsonscan.Unescaped([]byte(got)) || delta.ReasoningContent != nil):
 			t.Fatalf("template read content %q, the decoder %+v, from %s", got, delta, second)
 		}
 	})

@@ -3,6 +3,7 @@ package jsonscan
 import (
 	"bytes"
 	"encoding/json"
+	"strings"
 	"unicode/utf8"
 	"unsafe"
 )
@@ -80,4 +81,21 @@ func plainString(b []byte, raw bool) bool {
 		}
 	}
 	return raw || utf8.Valid(b)
+}
+
+// Unescaped is the string a JSON string body without escapes decodes to,
+// as encoding/json reads it: its bytes, with each byte of invalid UTF-8
+// read as U+FFFD.
+func Unescaped(body []byte) string {
+	var b strings.Builder
+	for len(body) > 0 {
+		r, n := utf8.DecodeRune(body)
+		if r == utf8.RuneError && n == 1 {
+			b.WriteRune(utf8.RuneError)
+		} else {
+			b.Write(body[:n])
+		}
+		body = body[n:]
+	}
+	return b.String()
 }
