@@ -47,21 +47,27 @@ var boundCases = []string{
 // below the count Fit would make of it, in both encodings, whatever the
 // message spends its bytes on.
 func TestMessageBound(t *testing.T) {
-	c := newCounter(t, DefaultConfig())
 	long := `{"role":"tool","tool_call_id":"c1","content":"` + strings.Repeat("x", 3000) + `"}`
+	checkBound(t, append(boundCases, long), (*chat.Message).UnmarshalJSON, (*Counter).messageBound, (*Counter).countMessage)
+}
+
+// checkBound checks bound against count in both encodings for the value
+// decode takes from each of cases.
+func checkBound[T any](t *testing.T, cases []string, decode func(*T, []byte) error, bound, count func(*Counter, *encoding, *T) int) {
+	t.Helper()
+	c := newCounter(t, DefaultConfig())
 	for _, enc := range []string{EncodingO200K, EncodingCL100K} {
 		e, err := loadEncoding(enc)
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, raw := range append(boundCases, long) {
-			var m chat.Message
-			if err := m.UnmarshalJSON([]byte(raw)); err != nil {
+		for _, raw := range cases {
+			var v T
+			if err := decode(&v, []byte(raw)); err != nil {
 				t.Fatalf("%s: %v", raw, err)
 			}
-			bound, count := c.messageBound(e, &m), c.countMessage(e, &m)
-			if bound < count {
-				t.Errorf("%s, %s: bound %d < count %d", enc, raw, bound, count)
+			if b, n := bound(c, e, &v), count(c, e, &v); b < n {
+				t.Errorf("%s, %s: bound %d < count %d", enc, raw, b, n)
 			}
 		}
 	}
@@ -222,7 +228,6 @@ var toolBoundCases = []string{
 // below the count Fit would make of it, in both encodings, whatever the
 // definition spends its bytes on.
 func TestToolBound(t *testing.T) {
-	c := newCounter(t, DefaultConfig())
 	// An enum of a thousand digits: each item costs its framing, 3
 	// tokens, for two bytes.
 	digits := strings.Repeat("1,", 999) + "1"
@@ -235,22 +240,7 @@ func TestToolBound(t *testing.T) {
 	for _, raw := range cookbook {
 		cases = append(cases, string(raw))
 	}
-	for _, enc := range []string{EncodingO200K, EncodingCL100K} {
-		e, err := loadEncoding(enc)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, raw := range cases {
-			var tool chat.Tool
-			if err := tool.UnmarshalJSON([]byte(raw)); err != nil {
-				t.Fatalf("%s: %v", raw, err)
-			}
-			bound, count := c.toolBound(e, &tool), c.countTool(e, &tool)
-			if bound < count {
-				t.Errorf("%s, %s: bound %d < count %d", enc, raw, bound, count)
-			}
-		}
-	}
+	checkBound(t, cases, (*chat.Tool).UnmarshalJSON, (*Counter).toolBound, (*Counter).countTool)
 }
 
 // FuzzToolBound checks the bound against the count for any tool
