@@ -14,6 +14,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+
 	"github.com/phasegate/phasegate/internal/proc"
 )
 
@@ -297,4 +300,52 @@ func warmUp(ctx context.Context, cfg config, st *stack, cases []benchCase) error
 		}
 	}
 	return nil
+}
+
+// uncut fails the run when a phasegate gateway cut an answer as
+// degenerate text (phasegate_degenerate_text_total on its /metrics): the
+// guard then asked the model again, and a case would measure the cut and
+// the re-ask instead of the answer. The mock's answers are built never to
+// repeat a phrase; this holds them to it.
+func uncut(ctx context.Context, st *stack) error {
+	for _, sv := range st.servers {
+		if sv.peer {
+			continue
+		}
+		n, err := counterOf(ctx, sv.url+"/metrics", "phasegate_degenerate_text_total")
+		if err != nil {
+			return fmt.Errorf("%s: read its metrics: %w", sv.label(), err)
+		}
+		if n > 0 {
+			return fmt.Errorf("%s cut %v answers as degenerate text: the figures measure a re-ask, not the answers", sv.label(), n)
+		}
+	}
+	return nil
+}
+
+// counterOf sums the counters of the metric name in the Prometheus text
+// exposition at url.
+func counterOf(ctx context.Context, url, name string) (float64, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return 0, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return 0, fmt.Errorf("status %d", resp.StatusCode)
+	}
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		return 0, err
+	}
+	var sum float64
+	for _, m := range families[name].GetMetric() {
+		sum += m.GetCounter().GetValue()
+	}
+	return sum, nil
 }

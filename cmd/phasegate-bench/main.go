@@ -199,5 +199,8 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		sv.rssPeak = hwmOf(sv.pid)
 	}
 	rep.print(out, cases, st)
-	return rep.verdict()
+	if err := rep.verdict(); err != nil {
+		return err
+	}
+	return uncut(ctx, st)
 }
