@@ -37,11 +37,7 @@ func benchCallStream() *sim.Stream {
 // streams 150 text chunks, then a call in 48 argument fragments and a
 // second call the guard never forwards.
 func BenchmarkGuardStream(b *testing.B) {
-	text := sim.NewStream(testModel).Role()
-	for i := range benchChunks - 2 {
-		text.Content("token" + strings.Repeat("x", i%7) + " ")
-	}
-	text.Finish("stop").Done()
+	text := benchText(sim.NewStream(testModel).Role(), benchChunks-2).Finish("stop").Done()
 	call := benchCallStream().ToolCall(1, "call_2", "read_file", `{"path":"b.go"}`).Finish("tool_calls").Done()
 	streams := map[string]sim.Reply{"text": text.Reply(), "tool-call": call.Reply()}
 	body := `{"model":"` + testModel + `","stream":true,"messages":[{"role":"user","content":"Read a.go."}],` +
@@ -49,10 +45,10 @@ func BenchmarkGuardStream(b *testing.B) {
 	for _, kind := range []string{"text", "tool-call"} {
 		for _, route := range []string{"standard", "two-stage"} {
 			b.Run(kind+"/"+route, func(b *testing.B) {
-				reply := streams[kind]
-				_, usrv := proxytest.NewServer(b, func(proxytest.Received) sim.Reply { return reply })
+				usrv, calls := countingUpstream(b, streams[kind])
 				gw := serveGateway(b, config(usrv), proxy.Options{TwoStage: protocol.NewTwoStage(protocol.TwoStageConfig{}, nil)})
 				perReq := benchCPU(b, gw.URL+"/"+route+"/v1/chat/completions", body)
+				oneCallEach(b, calls, b.N+1)
 				b.ReportMetric(perReq/benchChunks, "cpu-µs/chunk")
 			})
 		}

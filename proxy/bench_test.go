@@ -15,9 +15,12 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -139,6 +142,38 @@ func cpuTime(b testing.TB) time.Duration {
 }
 
 const benchChunks = 200
+
+// benchText adds n text chunks to s in which no phrase repeats: a text
+// that does is degenerate, and the guard cuts it and asks again.
+func benchText(s *sim.Stream, n int) *sim.Stream {
+	for i := range n {
+		s.Content("token" + strconv.Itoa(i) + strings.Repeat("x", i%7) + " ")
+	}
+	return s
+}
+
+// countingUpstream answers every request with reply and counts them, so a
+// benchmark of the guard can hold itself to one upstream call a request
+// (oneCallEach).
+func countingUpstream(tb testing.TB, reply sim.Reply) (*httptest.Server, *atomic.Int64) {
+	var n atomic.Int64
+	_, usrv := proxytest.NewServer(tb, func(proxytest.Received) sim.Reply {
+		n.Add(1)
+		return reply
+	})
+	return usrv, &n
+}
+
+// oneCallEach fails b when the upstream was not asked exactly once for
+// each of the requests sent: the guard then refused a call or cut the
+// answer and asked again, and the figures would measure that, not the
+// answer.
+func oneCallEach(b *testing.B, calls *atomic.Int64, requests int) {
+	b.Helper()
+	if got := calls.Load(); got != int64(requests) {
+		b.Fatalf("the upstream was asked %d times for %d requests: the guard asked again, so this does not measure the answer", got, requests)
+	}
+}
 
 // benchCPU posts body to url once, then b.N times timed, through a client
 // of its own, and reports the CPU time of the whole process per request

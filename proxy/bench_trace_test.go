@@ -10,7 +10,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"strings"
 	"testing"
 
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
@@ -18,7 +17,6 @@ import (
 
 	"github.com/phasegate/phasegate/protocol"
 	"github.com/phasegate/phasegate/proxy"
-	"github.com/phasegate/phasegate/proxy/proxytest"
 	"github.com/phasegate/phasegate/sim"
 	"github.com/phasegate/phasegate/tracing"
 )
@@ -30,12 +28,10 @@ import (
 // a collector double that reads and discards them, and with tracing on
 // but no request sampled.
 func BenchmarkObservability(b *testing.B) {
-	text := sim.NewStream(testModel).Role()
-	for i := range benchChunks - 2 {
-		text.Content("token" + strings.Repeat("x", i%7) + " ")
-	}
-	reply := text.Finish("stop").Usage(20, benchChunks, nil).Done().Reply()
-	body := `{"model":"` + testModel + `","stream":true,"stream_options":{"include_usage":true},"messages":[{"role":"user","content":"Say something."}]}`
+	reply := benchText(sim.NewStream(testModel).Role(), benchChunks-2).Finish("stop").Usage(20, benchChunks, nil).Done().Reply()
+	// A tool declared: a request without one is passed through.
+	body := `{"model":"` + testModel + `","stream":true,"stream_options":{"include_usage":true},"messages":[{"role":"user","content":"Say something."}],` +
+		`"tools":[{"type":"function","function":{"name":"read_file","parameters":{"type":"object","properties":{"path":{"type":"string"}},"required":["path"]}}}]}`
 	for _, mode := range []struct {
 		name    string
 		sampler sdktrace.Sampler // nil: tracing off
@@ -45,7 +41,7 @@ func BenchmarkObservability(b *testing.B) {
 		{"tracing-0%", sdktrace.NeverSample()},
 	} {
 		b.Run(mode.name, func(b *testing.B) {
-			_, usrv := proxytest.NewServer(b, func(proxytest.Received) sim.Reply { return reply })
+			usrv, calls := countingUpstream(b, reply)
 			opts := proxy.Options{TwoStage: protocol.NewTwoStage(protocol.TwoStageConfig{}, nil), DefaultProtocol: proxy.ProtocolTwoStage}
 			if mode.sampler != nil {
 				tp := collectorDouble(b, mode.sampler)
@@ -55,6 +51,7 @@ func BenchmarkObservability(b *testing.B) {
 			}
 			gw := serveGateway(b, config(usrv), opts)
 			perReq := benchCPU(b, gw.URL+"/v1/chat/completions", body)
+			oneCallEach(b, calls, b.N+1)
 			b.ReportMetric(perReq/benchChunks, "cpu-µs/chunk")
 		})
 	}
