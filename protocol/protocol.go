@@ -37,9 +37,10 @@ type Response struct {
 	// or writes it again, so the receiver may keep it, and strings made
 	// from it without a copy, past the next event (the guard's reader
 	// keeps the chunks that said text, the leak scan the text it holds
-	// back, the session the opening chunk). An implementation yields a new
-	// slice for each event; the proxy's transport converts each SSE
-	// event's data string, a copy it makes anyway.
+	// back, the session the opening chunk). No receiver writes to it. An
+	// implementation yields new memory for each event; the proxy's
+	// transport yields the bytes of the string its SSE reader made for the
+	// event's data, without a copy.
 	Events iter.Seq2[[]byte, error]
 	// Close releases the response; nil for a non-streaming one.
 	Close func()

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	sse "github.com/tmaxmax/go-sse"
 	"go.opentelemetry.io/otel/propagation"
@@ -249,9 +250,11 @@ func (u *upstream) events(ctx context.Context, body io.Reader, wd *watchdog, end
 			if ev.Data == chat.Done {
 				*ended = true
 			}
-			// A new slice per event: the receiver owns it and may keep
-			// it (protocol.Response.Events).
-			if ev.Data != "" && !yield([]byte(ev.Data), nil) {
+			// The event's data as bytes, without a copy: go-sse makes a
+			// string for each event's data and keeps no reference to it
+			// once it is yielded, so the receiver owns the bytes, may keep
+			// them and never writes them (protocol.Response.Events).
+			if ev.Data != "" && !yield(unsafe.Slice(unsafe.StringData(ev.Data), len(ev.Data)), nil) {
 				return
 			}
 			wd.resume()
