@@ -1,19 +1,18 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"testing"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/phasegate/phasegate/metrics"
 	"github.com/phasegate/phasegate/protocol"
 	"github.com/phasegate/phasegate/proxy"
+	"github.com/phasegate/phasegate/proxy/proxytest"
 )
 
 // guardedGateway serves the mock with answers and, in front of it, a
@@ -37,25 +36,14 @@ func guardedGateway(t *testing.T, answers map[string]*answer) string {
 }
 
 // ask sends case c to the guard (a tool declared) and reads the answer.
-func ask(t *testing.T, url string, c benchCase) []byte {
+func ask(t *testing.T, url string, c benchCase) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url+"/v1/chat/completions",
-		bytes.NewReader(c.body(target{tools: true}, "")))
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
+	resp := proxytest.Do(t, proxytest.Context(t), http.DefaultClient, http.MethodPost, url+"/v1/chat/completions",
+		string(c.body(target{tools: true}, "")))
 	b, err := io.ReadAll(resp.Body)
 	if err != nil || resp.StatusCode != http.StatusOK {
 		t.Fatalf("%s: status %d, %v: %s", c.name, resp.StatusCode, err, b)
 	}
-	return b
 }
 
 // TestMockAnswersNotCut holds the mock's answers to what the cases
