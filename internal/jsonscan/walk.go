@@ -77,7 +77,9 @@ func (w *Walker) ws() {
 func (w *Walker) fail() { w.err, w.i = ErrSyntax, len(w.data) }
 
 // Value reads any value and returns it raw (a string with its quotes),
-// or nil on an error.
+// or nil on an error. The value shares the walked bytes, and its capacity
+// ends where it ends, so an append to it never writes into them (the
+// walked bytes may be an upstream event's, which no reader writes).
 func (w *Walker) Value() []byte {
 	w.ws()
 	if w.i >= len(w.data) {
@@ -98,7 +100,7 @@ func (w *Walker) Value() []byte {
 	if w.err != nil {
 		return nil
 	}
-	return w.data[start:w.i]
+	return w.data[start:w.i:w.i]
 }
 
 // literal reads a number, true, false or null.
@@ -116,7 +118,8 @@ func (w *Walker) literal() {
 	}
 }
 
-// str reads a string and returns it with its quotes.
+// str reads a string and returns it with its quotes, its capacity
+// ending with it (see Value).
 func (w *Walker) str() []byte {
 	w.ws()
 	if w.i >= len(w.data) || w.data[w.i] != '"' {
@@ -134,7 +137,7 @@ func (w *Walker) str() []byte {
 			}
 		case c == '"':
 			w.i++
-			return w.data[start:w.i]
+			return w.data[start:w.i:w.i]
 		case c < 0x20:
 			w.fail()
 			return nil

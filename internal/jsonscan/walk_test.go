@@ -157,3 +157,27 @@ func topKey(data []byte, m int) []byte {
 	end, _ := jsonscan.StringEnd(data, m+1)
 	return data[m+1 : end]
 }
+
+// TestWalkValuesNeverWriteThrough: the values and keys the walker returns
+// share the walked bytes but end their capacity with them, so appending
+// to one leaves the walked bytes as they were (they may be an upstream
+// event's, which no reader writes).
+func TestWalkValuesNeverWriteThrough(t *testing.T) {
+	data := []byte(`{"a":"x","b":[1,2],"c":{"d":true},"e":12}`)
+	orig := string(data)
+	var got [][]byte
+	w := jsonscan.Walk(data)
+	w.Object(func(key []byte) {
+		got = append(got, key, w.Value())
+	})
+	w.End()
+	if w.Err() != nil || len(got) != 8 {
+		t.Fatalf("walk: %v, %d pieces", w.Err(), len(got))
+	}
+	for _, v := range got {
+		_ = append(v, "!!!!"...)
+	}
+	if string(data) != orig {
+		t.Fatalf("appending to a returned value wrote into the walked bytes: %s", data)
+	}
+}
