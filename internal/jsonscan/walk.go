@@ -255,7 +255,7 @@ func (w *Walker) members(member func(key []byte)) {
 			return
 		}
 		w.i++
-		key := k[1 : len(k)-1]
+		key := k[1 : len(k)-1 : len(k)-1] // see Value: an append never writes the closing quote
 		if bytes.IndexByte(key, '\\') >= 0 {
 			w.escapedKey = true
 		}
