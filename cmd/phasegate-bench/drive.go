@@ -305,47 +305,50 @@ func warmUp(ctx context.Context, cfg config, st *stack, cases []benchCase) error
 // uncut fails the run when a phasegate gateway cut an answer as
 // degenerate text (phasegate_degenerate_text_total on its /metrics): the
 // guard then asked the model again, and a case would measure the cut and
-// the re-ask instead of the answer. The mock's answers are built never to
-// repeat a phrase; this holds them to it.
+// the re-ask instead of the answer. The mock's answers never repeat a
+// phrase; this holds them to it.
 func uncut(ctx context.Context, st *stack) error {
 	for _, sv := range st.servers {
 		if sv.peer {
 			continue
 		}
-		n, err := counterOf(ctx, sv.url+"/metrics", "phasegate_degenerate_text_total")
-		if err != nil {
+		const name = "phasegate_degenerate_text_total"
+		n, found, err := counterOf(ctx, sv.url+"/metrics", name)
+		switch {
+		case err != nil:
 			return fmt.Errorf("%s: read its metrics: %w", sv.label(), err)
-		}
-		if n > 0 {
-			return fmt.Errorf("%s cut %v answers as degenerate text: the figures measure a re-ask, not the answers", sv.label(), n)
+		case !found:
+			return fmt.Errorf("%s: its /metrics has no %s, so whether it cut an answer cannot be told", sv.label(), name)
+		case n > 0:
+			return fmt.Errorf("%w: %s counted %v cuts of degenerate text: the figures measure answers asked again, not the answers", errFailed, sv.label(), n)
 		}
 	}
 	return nil
 }
 
 // counterOf sums the counters of the metric name in the Prometheus text
-// exposition at url.
-func counterOf(ctx context.Context, url, name string) (float64, error) {
+// exposition at url; found is whether the exposition has the metric.
+func counterOf(ctx context.Context, url, name string) (sum float64, found bool, err error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
-		return 0, err
+		return 0, false, err
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return 0, err
+		return 0, false, err
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return 0, fmt.Errorf("status %d", resp.StatusCode)
+		return 0, false, fmt.Errorf("status %d", resp.StatusCode)
 	}
 	parser := expfmt.NewTextParser(model.UTF8Validation)
 	families, err := parser.TextToMetricFamilies(resp.Body)
 	if err != nil {
-		return 0, err
+		return 0, false, err
 	}
-	var sum float64
-	for _, m := range families[name].GetMetric() {
+	family, found := families[name]
+	for _, m := range family.GetMetric() {
 		sum += m.GetCounter().GetValue()
 	}
-	return sum, nil
+	return sum, found, nil
 }

@@ -17,8 +17,11 @@
 // route, with a column of each route's CPU over the first peer's. With -pin (the default when taskset(1) is found and the
 // machine has two CPUs or more) the gateway runs on the last CPU, the mock
 // and the driver on the others. A run is bounded by -max-duration, each
-// request by -request-timeout. It exits 1 when a request failed, 2 on bad
-// flags. Run as "phasegate-bench mock", it is the mock upstream: it prints
+// request by -request-timeout. It exits 1 when a request failed or a
+// phasegate gateway cut an answer as degenerate text (its
+// phasegate_degenerate_text_total above 0: a case would then measure the
+// cut and the answer asked again), 2 on bad flags or a gateway that could
+// not be started or read. Run as "phasegate-bench mock", it is the mock upstream: it prints
 // its URL and serves until its standard input closes.
 package main
 
@@ -59,7 +62,8 @@ func main() {
 	}
 }
 
-// errFailed is a run whose requests did not all succeed.
+// errFailed is a run whose requests did not all succeed, or whose
+// answers were not all the answers the cases measure.
 var errFailed = errors.New("requests failed")
 
 type config struct {

@@ -44,7 +44,7 @@ func textAnswer(n int, pace time.Duration) *answer {
 	a.events = append(a.events, event(chunkHead+`{"role":"assistant","content":"","refusal":null},"logprobs":null,"finish_reason":null}]}`))
 	var text strings.Builder
 	for i := range n {
-		w := []string{"The ", "handler ", "closes ", "the ", "stream ", "early, ", "so ", "tests "}[i%8]
+		w := textWord(i)
 		text.WriteString(w)
 		a.events = append(a.events, event(textChunk(w)))
 	}
@@ -56,6 +56,21 @@ func textAnswer(n int, pace time.Duration) *answer {
 		text.String() + `","refusal":null,"annotations":[]},"logprobs":null,"finish_reason":"stop"}],"usage":{"prompt_tokens":24,"completion_tokens":` +
 		strconv.Itoa(n) + `,"total_tokens":` + strconv.Itoa(24+n) + `},"service_tier":"default","system_fingerprint":"fp_bench"}`)
 	return a
+}
+
+// textWords are the words of a text answer, in turn.
+var textWords = []string{"The", "handler", "closes", "the", "stream", "early,", "so", "tests"}
+
+// textWord is the i-th word of a text answer, with its space. After the
+// first round of textWords each word carries its round's number, so no
+// phrase repeats: the same words over and over are degenerate text, which
+// the guard cuts and asks again.
+func textWord(i int) string {
+	w := textWords[i%len(textWords)]
+	if r := i / len(textWords); r > 0 {
+		w += strconv.Itoa(r)
+	}
+	return w + " "
 }
 
 // toolAnswer is 20 content deltas, then a call of read_file whose

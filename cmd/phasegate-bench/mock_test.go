@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -49,29 +50,40 @@ func ask(t *testing.T, url string, c benchCase) {
 // TestMockAnswersNotCut holds the mock's answers to what the cases
 // measure: the guard passes each of them as it came, none is cut as
 // degenerate text (and asked again), and uncut reads that from the
-// gateway's metrics. The mock's words loop; at twice the stream's length
-// the loop is cut, and uncut then fails the run.
+// gateway's metrics. A looping answer is cut, and uncut then fails the
+// run.
 func TestMockAnswersNotCut(t *testing.T) {
 	ctx := context.Background()
 	url := guardedGateway(t, answers())
 	for _, c := range allCases {
 		ask(t, url, c)
 	}
-	if n, err := counterOf(ctx, url+"/metrics", "phasegate_degenerate_text_total"); err != nil || n != 0 {
-		t.Fatalf("degenerate answers %v, %v; want 0", n, err)
+	if n, found, err := counterOf(ctx, url+"/metrics", "phasegate_degenerate_text_total"); err != nil || !found || n != 0 {
+		t.Fatalf("degenerate cuts %v (metric found %v), %v; want 0", n, found, err)
 	}
 	st := &stack{servers: []*server{{url: url}}}
 	if err := uncut(ctx, st); err != nil {
 		t.Fatalf("uncut: %v", err)
 	}
 
-	// The stream scenario's words loop; twice as many make the loop long
-	// enough for the guard to call it degenerate.
+	// Far longer than any case, the mock's text still repeats no phrase.
+	url = guardedGateway(t, map[string]*answer{"stream": textAnswer(1000, 0)})
+	ask(t, url, benchCase{name: "long", scenario: "stream", stream: true})
+	if err := uncut(ctx, &stack{servers: []*server{{url: url}}}); err != nil {
+		t.Fatalf("uncut on a 1,000-word answer: %v", err)
+	}
+
+	// The stream scenario with its words in a plain loop, as the mock had
+	// them: 200 words are one phrase 25 times (1,150 bytes), just short of
+	// what the guard sees as degenerate; 400 are cut.
 	looped := textAnswer(400, 0)
+	for i := range 400 {
+		looped.events[1+i] = event(textChunk(textWords[i%len(textWords)] + " "))
+	}
 	url = guardedGateway(t, map[string]*answer{"stream": looped})
 	ask(t, url, benchCase{name: "looped", scenario: "stream", stream: true})
 	st = &stack{servers: []*server{{url: url}}}
-	if err := uncut(ctx, st); err == nil {
-		t.Fatal("uncut passed a run whose answer the guard cut")
+	if err := uncut(ctx, st); !errors.Is(err, errFailed) {
+		t.Fatalf("uncut on a run whose answer the guard cut: %v, want errFailed", err)
 	}
 }
