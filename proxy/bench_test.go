@@ -25,6 +25,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/phasegate/phasegate/proxy"
 	"github.com/phasegate/phasegate/proxy/proxytest"
 	"github.com/phasegate/phasegate/sim"
 )
@@ -162,6 +163,20 @@ func countingUpstream(tb testing.TB, reply sim.Reply) (*httptest.Server, *atomic
 		return reply
 	})
 	return usrv, &n
+}
+
+// throughGuard fails b when body posted to url is not served by the
+// guard (X-Phasegate-Protocol): a /v1 request without a tool is passed
+// through, and a benchmark of the guard would measure the pass-through.
+func throughGuard(b *testing.B, url, body string) {
+	b.Helper()
+	resp := proxytest.Do(b, proxytest.Context(b), http.DefaultClient, http.MethodPost, url, body)
+	if _, err := io.Copy(io.Discard, resp.Body); err != nil {
+		b.Fatal(err)
+	}
+	if got := resp.Header.Get("X-Phasegate-Protocol"); got != proxy.ProtocolTwoStage {
+		b.Fatalf("served by %q, not the guard", got)
+	}
 }
 
 // oneCallEach fails b when the upstream was not asked exactly once for

@@ -52,6 +52,7 @@ func BenchmarkObservability(b *testing.B) {
 			gw := serveGateway(b, config(usrv), opts)
 			perReq := benchCPU(b, gw.URL+"/v1/chat/completions", body)
 			oneCallEach(b, calls, b.N+1)
+			throughGuard(b, gw.URL+"/v1/chat/completions", body)
 			b.ReportMetric(perReq/benchChunks, "cpu-µs/chunk")
 		})
 	}
