@@ -16,7 +16,7 @@ import (
 //	go test ./proxy -run '^$' -bench '^BenchmarkSmallAnswerInterleaved$' -benchtime 3000x -benchmem
 func BenchmarkSmallAnswerInterleaved(b *testing.B) {
 	body := smallAnswerBody
-	usrv, calls := smallAnswerUpstream(b)
+	up, usrv := smallAnswerUpstream(b)
 	gateway := func(cfg protocol.TwoStageConfig) string {
 		return serveGateway(b, config(usrv), proxy.Options{TwoStage: protocol.NewTwoStage(cfg, nil)}).URL
 	}
@@ -25,5 +25,5 @@ func BenchmarkSmallAnswerInterleaved(b *testing.B) {
 	urls := []string{gw + "/standard/v1/chat/completions", gw + "/two-stage/v1/chat/completions",
 		gateway(protocol.TwoStageConfig{WholeAnswers: true}) + "/two-stage/v1/chat/completions"}
 	benchInterleaved(b, names, urls, []string{body, body, body})
-	oneCallEach(b, calls, len(names)*(b.N+1))
+	oneCallEach(b, up, len(names)*(b.N+1))
 }

@@ -8,7 +8,6 @@ import (
 	"net/http/httptest"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"testing"
 
 	"github.com/phasegate/phasegate/protocol"
@@ -46,10 +45,11 @@ func BenchmarkGuardStream(b *testing.B) {
 	for _, kind := range []string{"text", "tool-call"} {
 		for _, route := range []string{"standard", "two-stage"} {
 			b.Run(kind+"/"+route, func(b *testing.B) {
-				usrv, calls := countingUpstream(b, streams[kind])
+				reply := streams[kind]
+				up, usrv := proxytest.NewServer(b, func(proxytest.Received) sim.Reply { return reply })
 				gw := serveGateway(b, config(usrv), proxy.Options{TwoStage: protocol.NewTwoStage(protocol.TwoStageConfig{}, nil)})
 				perReq := benchCPU(b, gw.URL+"/"+route+"/v1/chat/completions", body)
-				oneCallEach(b, calls, b.N+1)
+				oneCallEach(b, up, b.N+1)
 				b.ReportMetric(perReq/benchChunks, "cpu-µs/chunk")
 			})
 		}
@@ -87,10 +87,10 @@ func BenchmarkGuardProfiles(b *testing.B) {
 	}
 	for _, name := range []string{"strict", "agent"} {
 		b.Run(name, func(b *testing.B) {
-			usrv, calls := countingUpstream(b, reply)
+			up, usrv := proxytest.NewServer(b, func(proxytest.Received) sim.Reply { return reply })
 			gw := serveGateway(b, config(usrv), proxy.Options{TwoStage: protocol.NewTwoStage(profiles[name], nil)})
 			benchCPU(b, gw.URL+"/two-stage/v1/chat/completions", body)
-			oneCallEach(b, calls, b.N+1)
+			oneCallEach(b, up, b.N+1)
 		})
 	}
 }
@@ -109,11 +109,11 @@ func BenchmarkSmallAnswer(b *testing.B) {
 	body := smallAnswerBody
 	for _, route := range []string{"standard", "two-stage", "two-stage-whole"} {
 		b.Run(route, func(b *testing.B) {
-			usrv, calls := smallAnswerUpstream(b)
+			up, usrv := smallAnswerUpstream(b)
 			cfg := protocol.TwoStageConfig{WholeAnswers: route == "two-stage-whole"}
 			gw := serveGateway(b, config(usrv), proxy.Options{TwoStage: protocol.NewTwoStage(cfg, nil)})
 			benchCPU(b, gw.URL+"/"+strings.TrimSuffix(route, "-whole")+"/v1/chat/completions", body)
-			oneCallEach(b, calls, b.N+1)
+			oneCallEach(b, up, b.N+1)
 		})
 	}
 }
@@ -124,20 +124,17 @@ const smallAnswerBody = `{"model":"` + testModel + `","messages":[{"role":"syste
 
 // smallAnswerUpstream answers every request with the same nine words: a
 // stream of 13 events to a request that asks to stream, else the whole
-// completion; it counts the requests (oneCallEach).
-func smallAnswerUpstream(b *testing.B) (*httptest.Server, *atomic.Int64) {
+// completion.
+func smallAnswerUpstream(b *testing.B) (*proxytest.Upstream, *httptest.Server) {
 	words := []string{"The ", "handler ", "closes ", "the ", "stream ", "early, ", "so ", "tests ", "fail."}
 	stream := sim.NewStream(testModel).Role().Content(words...).Finish("stop").
 		Usage(24, 9, nil).Done().Reply()
 	whole := sim.Completion(testModel, map[string]any{"content": strings.Join(words, "")}, "stop",
 		map[string]any{"prompt_tokens": 24, "completion_tokens": 9, "total_tokens": 33})
-	var calls atomic.Int64
-	_, usrv := proxytest.NewServer(b, func(r proxytest.Received) sim.Reply {
-		calls.Add(1)
+	return proxytest.NewServer(b, func(r proxytest.Received) sim.Reply {
 		if strings.Contains(string(r.Body), `"stream":true`) {
 			return stream
 		}
 		return whole
 	})
-	return usrv, &calls
 }

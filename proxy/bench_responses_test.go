@@ -12,6 +12,7 @@ import (
 
 	"github.com/phasegate/phasegate/protocol"
 	"github.com/phasegate/phasegate/proxy"
+	"github.com/phasegate/phasegate/proxy/proxytest"
 	"github.com/phasegate/phasegate/sim"
 )
 
@@ -47,10 +48,10 @@ func benchDoors(b *testing.B, doors ...string) {
 	reply, bodies, paths := doorBench()
 	for _, door := range doors {
 		b.Run(door, func(b *testing.B) {
-			usrv, calls := countingUpstream(b, reply)
+			up, usrv := proxytest.NewServer(b, func(proxytest.Received) sim.Reply { return reply })
 			gw := serveGateway(b, config(usrv), proxy.Options{DefaultProtocol: proxy.ProtocolTwoStage, TwoStage: protocol.NewTwoStage(protocol.TwoStageConfig{}, nil)})
 			benchCPU(b, gw.URL+paths[door], bodies[door])
-			oneCallEach(b, calls, b.N+1)
+			oneCallEach(b, up, b.N+1)
 		})
 	}
 }
@@ -63,7 +64,7 @@ func benchDoors(b *testing.B, doors ...string) {
 //	go test ./proxy -run '^$' -bench '^BenchmarkDoorsInterleaved$' -benchtime 1500x -count 3
 func BenchmarkDoorsInterleaved(b *testing.B) {
 	reply, bodies, paths := doorBench()
-	usrv, calls := countingUpstream(b, reply)
+	up, usrv := proxytest.NewServer(b, func(proxytest.Received) sim.Reply { return reply })
 	gw := serveGateway(b, config(usrv), proxy.Options{DefaultProtocol: proxy.ProtocolTwoStage, TwoStage: protocol.NewTwoStage(protocol.TwoStageConfig{}, nil)})
 	doors := []string{"chat", "responses", "messages"}
 	urls, doorBodies := make([]string, len(doors)), make([]string, len(doors))
@@ -71,5 +72,5 @@ func BenchmarkDoorsInterleaved(b *testing.B) {
 		urls[i], doorBodies[i] = gw.URL+paths[door], bodies[door]
 	}
 	benchInterleaved(b, doors, urls, doorBodies)
-	oneCallEach(b, calls, len(doors)*(b.N+1))
+	oneCallEach(b, up, len(doors)*(b.N+1))
 }

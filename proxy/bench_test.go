@@ -15,12 +15,10 @@ import (
 	"context"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"runtime"
 	"slices"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -153,18 +151,6 @@ func benchText(s *sim.Stream, n int) *sim.Stream {
 	return s
 }
 
-// countingUpstream answers every request with reply and counts them, so a
-// benchmark of the guard can hold itself to one upstream call a request
-// (oneCallEach).
-func countingUpstream(tb testing.TB, reply sim.Reply) (*httptest.Server, *atomic.Int64) {
-	var n atomic.Int64
-	_, usrv := proxytest.NewServer(tb, func(proxytest.Received) sim.Reply {
-		n.Add(1)
-		return reply
-	})
-	return usrv, &n
-}
-
 // throughGuard fails b when body posted to url is not served by the
 // guard (X-Phasegate-Protocol): a /v1 request without a tool is passed
 // through, and a benchmark of the guard would measure the pass-through.
@@ -179,13 +165,12 @@ func throughGuard(b *testing.B, url, body string) {
 	}
 }
 
-// oneCallEach fails b when the upstream was not asked exactly once for
-// each of the requests sent: the guard then refused a call or cut the
-// answer and asked again, and the figures would measure that, not the
-// answer.
-func oneCallEach(b *testing.B, calls *atomic.Int64, requests int) {
+// oneCallEach fails b when up was not asked exactly once for each of the
+// requests sent: the guard then refused a call or cut the answer and
+// asked again, and the figures would measure that, not the answer.
+func oneCallEach(b *testing.B, up *proxytest.Upstream, requests int) {
 	b.Helper()
-	if got := calls.Load(); got != int64(requests) {
+	if got := len(up.Received()); got != requests {
 		b.Fatalf("the upstream was asked %d times for %d requests: the guard asked again, so this does not measure the answer", got, requests)
 	}
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/phasegate/phasegate/protocol"
 	"github.com/phasegate/phasegate/proxy"
+	"github.com/phasegate/phasegate/proxy/proxytest"
 	"github.com/phasegate/phasegate/sim"
 	"github.com/phasegate/phasegate/tracing"
 )
@@ -41,7 +42,7 @@ func BenchmarkObservability(b *testing.B) {
 		{"tracing-0%", sdktrace.NeverSample()},
 	} {
 		b.Run(mode.name, func(b *testing.B) {
-			usrv, calls := countingUpstream(b, reply)
+			up, usrv := proxytest.NewServer(b, func(proxytest.Received) sim.Reply { return reply })
 			opts := proxy.Options{TwoStage: protocol.NewTwoStage(protocol.TwoStageConfig{}, nil), DefaultProtocol: proxy.ProtocolTwoStage}
 			if mode.sampler != nil {
 				tp := collectorDouble(b, mode.sampler)
@@ -51,7 +52,7 @@ func BenchmarkObservability(b *testing.B) {
 			}
 			gw := serveGateway(b, config(usrv), opts)
 			perReq := benchCPU(b, gw.URL+"/v1/chat/completions", body)
-			oneCallEach(b, calls, b.N+1)
+			oneCallEach(b, up, b.N+1)
 			throughGuard(b, gw.URL+"/v1/chat/completions", body)
 			b.ReportMetric(perReq/benchChunks, "cpu-µs/chunk")
 		})
