@@ -149,7 +149,8 @@ func (c *Counter) messageBound(e *encoding, m *chat.Message) int {
 
 // toolBound returns a number at least countTool's count of t, from its
 // size: len(t.Raw), the per-function framing, the properties' framing, and
-// enumItem for each structural byte ('{', '[' and ',') of t.Raw.
+// the larger of propKey and enumItem for each structural byte ('{', '['
+// and ',') of t.Raw.
 //
 // Why that bounds the count: each text countTool counts is built from
 // strings decoded from their own literals in t.Raw (the name, the
