@@ -404,18 +404,18 @@ func (h *Handler) storeResponse(ctx context.Context, owner string, resp *respons
 		}
 		return nil // deleted while it ran: it stays deleted
 	}
-	rec := record{Response: resp.JSON(), Input: input}
 	var index []responses.Item
+	var ids []string
 	for i := range input {
 		if input[i].ID == "" && input[i].Type != responses.TypeItemReference {
 			input[i].ID = responses.ItemID(input[i].Type)
 		}
 		if i >= own && !slices.Contains(refs, input[i].ID) {
 			index = append(index, input[i])
-			rec.Items = append(rec.Items, input[i].ID)
+			ids = append(ids, input[i].ID)
 		}
 	}
-	b, err := json.Marshal(rec)
+	b, err := appendRecord(nil, resp, input, ids)
 	if err == nil {
 		err = h.stored.Put(ctx, responseKey(owner, resp.ID), b)
 	}
@@ -438,6 +438,31 @@ func (h *Handler) storeResponse(ctx context.Context, owner string, resp *respons
 		h.storeFailed(ctx, owner, resp.ID, err)
 	}
 	return err
+}
+
+// appendRecord appends the record of resp, its input and the ids of the
+// items it indexed, as json.Marshal of a record writes it but for the
+// response object: that is resp's own rendering, which is compact JSON
+// already, not compacted again (with HTML escaped) byte by byte.
+func appendRecord(dst []byte, resp *responses.Response, input []responses.Item, items []string) ([]byte, error) {
+	in, err := json.Marshal(input)
+	if err != nil {
+		return dst, fmt.Errorf("encode input of %q: %w", resp.ID, err)
+	}
+	dst = append(resp.AppendJSON(append(dst, `{"response":`...)), `,"input":`...)
+	dst = append(dst, in...)
+	for i, id := range items {
+		if i == 0 {
+			dst = append(dst, `,"items":[`...)
+		} else {
+			dst = append(dst, ',')
+		}
+		dst = jsonscan.AppendString(dst, id, false)
+	}
+	if len(items) > 0 {
+		dst = append(dst, ']')
+	}
+	return append(dst, '}'), nil
 }
 
 // getResponse serves GET /v1/responses/{id}: the response as it stands
