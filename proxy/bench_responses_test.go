@@ -8,6 +8,7 @@ package proxy_test
 //	go test ./proxy -run '^$' -bench '^BenchmarkDoorsInterleaved$' -benchtime 1500x -count 3
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/phasegate/phasegate/protocol"
@@ -73,4 +74,23 @@ func BenchmarkDoorsInterleaved(b *testing.B) {
 	}
 	benchInterleaved(b, doors, urls, doorBodies)
 	oneCallEach(b, up, len(doors)*(b.N+1))
+}
+
+// BenchmarkResponsesStore is BenchmarkDoorsInterleaved's chat and
+// Responses requests, and the Responses request with store off: what
+// storing the response costs (its record, its items):
+//
+//	go test ./proxy -run '^$' -bench '^BenchmarkResponsesStore$' -benchtime 1500x -count 5
+func BenchmarkResponsesStore(b *testing.B) {
+	reply, bodies, paths := doorBench()
+	up, usrv := proxytest.NewServer(b, func(proxytest.Received) sim.Reply { return reply })
+	gw := serveGateway(b, config(usrv), proxy.Options{DefaultProtocol: proxy.ProtocolTwoStage, TwoStage: protocol.NewTwoStage(protocol.TwoStageConfig{}, nil)})
+	unstored := strings.Replace(bodies["responses"], `"stream":true`, `"stream":true,"store":false`, 1)
+	if unstored == bodies["responses"] {
+		b.Fatal("the Responses request does not say stream: true")
+	}
+	names := []string{"chat", "stored", "unstored"}
+	urls := []string{gw.URL + paths["chat"], gw.URL + paths["responses"], gw.URL + paths["responses"]}
+	benchInterleaved(b, names, urls, []string{bodies["chat"], bodies["responses"], unstored})
+	oneCallEach(b, up, len(names)*(b.N+1))
 }

@@ -1,0 +1,87 @@
+package responses_test
+
+import (
+	"testing"
+
+	"github.com/phasegate/phasegate/chat"
+	"github.com/phasegate/phasegate/responses"
+)
+
+// benchRequest is a Responses client's request of the proxy's door
+// benchmarks: one input, one function tool, streamed.
+const benchRequest = `{"model":"deepseek-v4-pro","stream":true,"input":"Read a.go.","tools":[{"type":"function","name":"read_file",` +
+	`"parameters":{"type":"object","properties":{"path":{"type":"string"}},"required":["path"]}}]}`
+
+// BenchmarkRequest is what the door does with a request before the chat
+// route has it: read and checked, translated into a chat body, and the
+// chat body read as the chat route reads it.
+//
+//	go test ./responses -run '^$' -bench '^BenchmarkRequest$' -count 6
+func BenchmarkRequest(b *testing.B) {
+	b.ReportAllocs()
+	for b.Loop() {
+		r, err := responses.ParseRequest([]byte(benchRequest))
+		if err != nil {
+			b.Fatal(err)
+		}
+		body, err := responses.ChatBody(r, r.Items(), responses.Target{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := chat.ParseRequest(body); err != nil {
+			b.Fatal(err)
+		}
+		_ = responses.NewResponse(r)
+	}
+}
+
+// BenchmarkStream translates the answer of the Messages door's
+// BenchmarkStream (200 text chunks, a tool call, the finish with usage)
+// into Responses events, as the chunks come, the events told apart as a
+// writer takes them (per answer):
+//
+//	go test ./responses ./messages -run '^$' -bench '^BenchmarkStream$' -count 6
+func BenchmarkStream(b *testing.B) {
+	const pre = `{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1700000000,"model":"deepseek-v4-pro","system_fingerprint":"fp_1",`
+	var chunks [][]byte
+	for range 200 {
+		chunks = append(chunks, []byte(pre+`"choices":[{"index":0,"delta":{"content":"word \"quoted\" "},"logprobs":null,"finish_reason":null}]}`))
+	}
+	chunks = append(chunks,
+		[]byte(pre+`"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"call_1","type":"function","function":{"name":"Read","arguments":"{\"path\":\"src/a.go\"}"}}]},"logprobs":null,"finish_reason":null}]}`),
+		[]byte(pre+`"choices":[{"index":0,"delta":{},"logprobs":null,"finish_reason":"tool_calls"}],"usage":{"prompt_tokens":40,"completion_tokens":200,"total_tokens":240}}`))
+	req, err := responses.ParseRequest([]byte(benchRequest))
+	if err != nil {
+		b.Fatal(err)
+	}
+	var n int64
+	for _, c := range chunks {
+		n += int64(len(c))
+	}
+	b.SetBytes(n)
+	b.ReportAllocs()
+	out := make([]byte, 0, 4096)
+	var events int
+	for b.Loop() {
+		s := responses.NewStream(responses.NewResponse(req))
+		out = s.Start(out[:0])
+		for _, c := range chunks {
+			if out, err = s.Chunk(out[:0], c, nil); err != nil {
+				b.Fatal(err)
+			}
+			for range s.Events(out) {
+				events++
+			}
+		}
+		out = s.End(out[:0])
+		for range s.Events(out) {
+			events++
+		}
+		if !s.Ended() {
+			b.Fatal("the stream did not end")
+		}
+	}
+	if events == 0 {
+		b.Fatal("no event was made")
+	}
+}
