@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/phasegate/phasegate/chat"
+	"github.com/phasegate/phasegate/internal/benchdata"
 	"github.com/phasegate/phasegate/responses"
 )
 
@@ -42,23 +43,12 @@ func BenchmarkRequest(b *testing.B) {
 //
 //	go test ./responses ./messages -run '^$' -bench '^BenchmarkStream$' -count 6
 func BenchmarkStream(b *testing.B) {
-	const pre = `{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1700000000,"model":"deepseek-v4-pro","system_fingerprint":"fp_1",`
-	var chunks [][]byte
-	for range 200 {
-		chunks = append(chunks, []byte(pre+`"choices":[{"index":0,"delta":{"content":"word \"quoted\" "},"logprobs":null,"finish_reason":null}]}`))
-	}
-	chunks = append(chunks,
-		[]byte(pre+`"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"call_1","type":"function","function":{"name":"Read","arguments":"{\"path\":\"src/a.go\"}"}}]},"logprobs":null,"finish_reason":null}]}`),
-		[]byte(pre+`"choices":[{"index":0,"delta":{},"logprobs":null,"finish_reason":"tool_calls"}],"usage":{"prompt_tokens":40,"completion_tokens":200,"total_tokens":240}}`))
+	chunks := benchdata.AnswerChunks()
 	req, err := responses.ParseRequest([]byte(benchRequest))
 	if err != nil {
 		b.Fatal(err)
 	}
-	var n int64
-	for _, c := range chunks {
-		n += int64(len(c))
-	}
-	b.SetBytes(n)
+	b.SetBytes(benchdata.Size(chunks))
 	b.ReportAllocs()
 	out := make([]byte, 0, 4096)
 	var events int
