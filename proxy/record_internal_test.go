@@ -28,8 +28,12 @@ func TestAppendRecordDecodesAsMarshal(t *testing.T) {
 		t.Fatal(err)
 	}
 	input := []responses.Item{{Type: "message", ID: "msg_in", Role: "user", Content: json.RawMessage(`"Say <b>&amp;</b>"`)}}
-	for _, items := range [][]string{nil, {"msg_in"}, {"msg_in", "fc_x"}} {
-		got, err := appendRecord([]byte("kept"), resp, input, items)
+	for _, indexed := range [][]responses.Item{nil, input, append(input, responses.Item{Type: "function_call_output", ID: "fc_x"})} {
+		var items []string
+		for _, it := range indexed {
+			items = append(items, it.ID)
+		}
+		got, err := appendRecord([]byte("kept"), resp, input, indexed)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -405,17 +405,15 @@ func (h *Handler) storeResponse(ctx context.Context, owner string, resp *respons
 		return nil // deleted while it ran: it stays deleted
 	}
 	var index []responses.Item
-	var ids []string
 	for i := range input {
 		if input[i].ID == "" && input[i].Type != responses.TypeItemReference {
 			input[i].ID = responses.ItemID(input[i].Type)
 		}
 		if i >= own && !slices.Contains(refs, input[i].ID) {
 			index = append(index, input[i])
-			ids = append(ids, input[i].ID)
 		}
 	}
-	b, err := appendRecord(nil, resp, input, ids)
+	b, err := appendRecord(nil, resp, input, index)
 	if err == nil {
 		err = h.stored.Put(ctx, responseKey(owner, resp.ID), b)
 	}
@@ -441,25 +439,25 @@ func (h *Handler) storeResponse(ctx context.Context, owner string, resp *respons
 }
 
 // appendRecord appends the record of resp, its input and the ids of the
-// items it indexed, as json.Marshal of a record writes it but for the
-// response object: that is resp's own rendering, which is compact JSON
-// already, not compacted again (with HTML escaped) byte by byte.
-func appendRecord(dst []byte, resp *responses.Response, input []responses.Item, items []string) ([]byte, error) {
+// input items it indexed, as json.Marshal of a record writes it but for
+// the response object: that is resp's own rendering, which is compact
+// JSON already, not compacted again (with HTML escaped) byte by byte.
+func appendRecord(dst []byte, resp *responses.Response, input, indexed []responses.Item) ([]byte, error) {
 	in, err := json.Marshal(input)
 	if err != nil {
 		return dst, fmt.Errorf("encode input of %q: %w", resp.ID, err)
 	}
 	dst = append(resp.AppendJSON(append(dst, `{"response":`...)), `,"input":`...)
 	dst = append(dst, in...)
-	for i, id := range items {
+	for i, it := range indexed {
 		if i == 0 {
 			dst = append(dst, `,"items":[`...)
 		} else {
 			dst = append(dst, ',')
 		}
-		dst = jsonscan.AppendString(dst, id, false)
+		dst = jsonscan.AppendString(dst, it.ID, false)
 	}
-	if len(items) > 0 {
+	if len(indexed) > 0 {
 		dst = append(dst, ']')
 	}
 	return append(dst, '}'), nil
